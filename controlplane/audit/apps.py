@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class AuditConfig(AppConfig):
+    name = "controlplane.audit"
+    label = "audit"
+    verbose_name = "Audit log"
+
+    def ready(self) -> None:
+        from . import tracking
+
+        tracking.connect()

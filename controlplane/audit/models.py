@@ -1,0 +1,84 @@
+"""The audit log: append-only, hash-chained events."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from django.db import models
+
+
+class AuditLogIsAppendOnly(Exception):
+    """Raised on any attempt to change or remove an audit event through the ORM."""
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise AuditLogIsAppendOnly("audit events cannot be updated")
+
+    def delete(self) -> NoReturn:
+        raise AuditLogIsAppendOnly("audit events cannot be deleted")
+
+
+class AuditEvent(models.Model):
+    """One decision or step. Copies labels (actor, target, host) so it outlives what it names.
+
+    `hash` is SHA-256 over the event's canonical JSON, which includes `prev_hash`, so editing,
+    removing or reordering an event breaks the chain from that point on.
+    """
+
+    seq = models.BigIntegerField(primary_key=True)
+    created_at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    actor_user_id = models.BigIntegerField(null=True, blank=True)  # no FK: users may be deleted
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=100, blank=True)
+    target_id = models.CharField(max_length=100, blank=True)
+    target_label = models.CharField(max_length=300, blank=True)
+    host_id = models.BigIntegerField(null=True, blank=True)
+    host_label = models.CharField(max_length=200, blank=True)
+    snapshot_id = models.BigIntegerField(null=True, blank=True)
+    snapshot_digest = models.CharField(max_length=64, blank=True)
+    snapshot_age_seconds = models.FloatField(null=True, blank=True)
+    correlation_id = models.CharField(max_length=64, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-seq"]
+        indexes = [
+            # History filters combine one of these with keyset pagination on seq.
+            models.Index(fields=["action", "-seq"], name="audit_action_seq"),
+            models.Index(fields=["host_id", "-seq"], name="audit_host_seq"),
+            models.Index(fields=["actor", "-seq"], name="audit_actor_seq"),
+            models.Index(fields=["target_type", "target_id", "-seq"], name="audit_target_seq"),
+            models.Index(fields=["correlation_id", "seq"], name="audit_correlation_seq"),
+            models.Index(fields=["created_at"], name="audit_created_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.action} by {self.actor}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AuditLogIsAppendOnly("audit events cannot be updated")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise AuditLogIsAppendOnly("audit events cannot be deleted")
+
+
+class AuditChainHead(models.Model):
+    """The single row every append locks: it serialises writers so the chain never forks."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    seq = models.BigIntegerField(default=0)
+    hash = models.CharField(max_length=64, default="0" * 64)
+
+    def __str__(self) -> str:
+        return f"head #{self.seq}"

@@ -1,0 +1,148 @@
+"""Settings, read from the environment (and an optional .env file at the project root)."""
+
+import base64
+import hashlib
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env(
+    DEBUG=(bool, False),
+    ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]", "testserver"]),
+    SNAPSHOT_MAX_AGE_SECONDS=(int, 300),
+    APPROVAL_TTL_SECONDS=(int, 1800),
+    SSH_CONNECT_TIMEOUT=(float, 10.0),
+    SSH_COMMAND_TIMEOUT=(float, 30.0),
+    PROBE_CONCURRENCY=(int, 200),
+)
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env("DEBUG")
+# Only a development default; production must set SECRET_KEY (checked by `manage.py check --deploy`).
+SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-0123456789abcdef")
+ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+
+def _derived_fernet_key(secret: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(b"field-encryption:" + secret.encode()).digest()).decode()
+
+
+# Key for SSH private keys at rest (Fernet, 32 url-safe base64 bytes). Without it, a key derived
+# from SECRET_KEY is used so the demo works; production sets both independently.
+FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default=None) or _derived_fernet_key(SECRET_KEY)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "django_celery_beat",
+    "controlplane.accounts",
+    "controlplane.audit",
+    "hosts",
+    "deployments",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "controlplane.audit.middleware.AuditRequestMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "controlplane.accounts.context_processors.roles",
+            ],
+        },
+    }
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE transactions serialise writers up front instead of failing on lock upgrade,
+    # which keeps the audit chain's appends ordered on SQLite too.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "hosts:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "controlplane" / "static"]
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token is sent via hx-headers on <body>
+X_FRAME_OPTIONS = "DENY"
+
+# --- the rules -------------------------------------------------------------------------------
+SNAPSHOT_MAX_AGE_SECONDS = env("SNAPSHOT_MAX_AGE_SECONDS")
+APPROVAL_TTL_SECONDS = env("APPROVAL_TTL_SECONDS")
+
+# --- SSH ------------------------------------------------------------------------------------
+SSH_CONNECT_TIMEOUT = env("SSH_CONNECT_TIMEOUT")
+SSH_COMMAND_TIMEOUT = env("SSH_COMMAND_TIMEOUT")
+PROBE_CONCURRENCY = env("PROBE_CONCURRENCY")
+
+# --- Celery -----------------------------------------------------------------------------------
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_BROKER_TRANSPORT_OPTIONS = env.json("CELERY_BROKER_TRANSPORT_OPTIONS", default={})
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# How often beat looks for hosts whose probe interval has elapsed.
+PROBE_SWEEP_SECONDS = env.int("PROBE_SWEEP_SECONDS", default=15)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"asyncssh": {"level": "WARNING"}},
+}

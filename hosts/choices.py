@@ -1,0 +1,24 @@
+from django.db import models
+
+
+class SnapshotStatus(models.TextChoices):
+    OK = "ok", "ok"
+    PARTIAL = "partial", "partial"
+    UNREACHABLE = "unreachable", "unreachable"
+    AUTH_FAILED = "auth_failed", "auth failed"
+    HOST_KEY_UNKNOWN = "host_key_unknown", "host key not yet accepted"
+    HOST_KEY_MISMATCH = "host_key_mismatch", "host key mismatch"
+    ERROR = "error", "error"
+
+
+class HostKeyStatus(models.TextChoices):
+    UNKNOWN = "unknown", "not yet accepted"
+    PINNED = "pinned", "pinned"
+    CHANGED = "changed", "changed: blocked"
+
+
+class ProbeTrigger(models.TextChoices):
+    SCHEDULE = "schedule", "schedule"
+    MANUAL = "manual", "probe now"
+    CLI = "cli", "command line"
+    JOB = "job", "change job"

@@ -1,0 +1,255 @@
+"""Every remote command line the control plane sends is built here, from validated parts,
+with each part passed through `shlex.quote`.
+
+The probe is one script run over one SSH channel. Each section is framed by marker lines so the
+parser can split the output and read each section's exit status:
+
+    @@cp:begin:<section>
+    ...the command's stdout and stderr...
+    @@cp:end:<section>:<exit status>
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from . import validators
+
+MARK_BEGIN = "@@cp:begin:"
+MARK_END = "@@cp:end:"
+HTTP_MARK = "@@cp:http:"
+UNIT_DIR = "/etc/systemd/system"
+CURL_TIMEOUT_SECONDS = 5
+
+GPU_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "memory.used",
+    "memory.total",
+    "power.draw",
+    "power.limit",
+    "utilization.gpu",
+    "temperature.gpu",
+)
+COMPUTE_APP_FIELDS = ("pid", "process_name", "used_memory")
+UNIT_PROPERTIES = (
+    "Id",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "MainPID",
+    "ActiveEnterTimestamp",
+    "NRestarts",
+    "FragmentPath",
+)
+
+# Runs on the host with the engine's own interpreter: compares the installed files of a Python
+# distribution with the hashes in its RECORD (PEP 376/627), and lists files that were added
+# under its top-level packages. Prints one JSON object. Read-only.
+INTEGRITY_SCRIPT = r"""
+import base64, hashlib, json, os, sys
+from importlib import metadata
+try:
+    dist = metadata.distribution(sys.argv[1])
+except metadata.PackageNotFoundError:
+    print(json.dumps({"error": "distribution not installed", "dist": sys.argv[1]})); sys.exit(3)
+base = os.path.normpath(str(dist.locate_file("")))
+recorded, modified, missing, checked = set(), [], [], 0
+files = list(dist.files or [])
+for f in files:
+    path = os.path.normpath(str(f.locate()))
+    recorded.add(path)
+    if f.hash is None:
+        continue
+    checked += 1
+    try:
+        with open(path, "rb") as fh:
+            digest = hashlib.new(f.hash.mode, fh.read()).digest()
+    except FileNotFoundError:
+        missing.append(str(f)); continue
+    if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != f.hash.value:
+        modified.append(str(f))
+tops = {str(f).split("/")[0] for f in files if "/" in str(f)}
+tops = {t for t in tops if not t.endswith((".dist-info", ".data")) and t != ".."}
+added = []
+for top in sorted(tops):
+    for root, dirs, names in os.walk(os.path.join(base, top)):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            path = os.path.normpath(os.path.join(root, name))
+            if path not in recorded and not name.endswith(".pyc"):
+                added.append(os.path.relpath(path, base))
+print(json.dumps({"dist": dist.metadata["Name"], "version": dist.version, "checked": checked,
+                  "modified": sorted(modified), "missing": sorted(missing), "added": sorted(added)}))
+""".strip()
+
+
+class UnsafeCommand(ValueError):
+    """A part of a command failed validation; nothing was sent."""
+
+
+def _check(pattern: str, value: str, what: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        raise UnsafeCommand(f"refusing to send {what} {value!r}")
+    return value
+
+
+def check_unit(unit: str) -> str:
+    return _check(validators.UNIT_RE, unit, "unit name")
+
+
+def check_path(path: str) -> str:
+    return _check(validators.ABS_PATH_RE, path, "path")
+
+
+def check_port(port: int) -> int:
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        raise UnsafeCommand(f"refusing to send port {port!r}")
+    return port
+
+
+def join(argv: Sequence[str | int]) -> str:
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One inference server a host is expected to run (from its Deployment)."""
+
+    unit: str
+    port: int
+    engine_python: str = ""
+    engine_dist: str = "vllm"
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    servers: tuple[ServerSpec, ...] = field(default_factory=tuple)
+    integrity: bool = False
+
+
+def unit_show(unit: str) -> list[str]:
+    return ["systemctl", "show", check_unit(unit), "--no-pager", "-p", ",".join(UNIT_PROPERTIES)]
+
+
+def unit_file_hash(unit: str) -> list[str]:
+    return ["sha256sum", "--", f"{UNIT_DIR}/{check_unit(unit)}"]
+
+
+def gpu_query() -> list[str]:
+    return ["nvidia-smi", f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv,noheader"]
+
+
+def compute_apps_query() -> list[str]:
+    return [
+        "nvidia-smi",
+        f"--query-compute-apps={','.join(COMPUTE_APP_FIELDS)}",
+        "--format=csv,noheader",
+    ]
+
+
+def http_get(port: int, path: str) -> list[str]:
+    if path not in {"/health", "/v1/models", "/metrics"}:
+        raise UnsafeCommand(f"refusing to fetch {path!r}")
+    return [
+        "curl",
+        "-sS",
+        "-m",
+        str(CURL_TIMEOUT_SECONDS),
+        "-w",
+        f"\\n{HTTP_MARK}%{{http_code}}\\n",
+        f"http://127.0.0.1:{check_port(port)}{path}",
+    ]
+
+
+def integrity_check(engine_python: str, dist: str) -> list[str]:
+    return [
+        check_path(engine_python),
+        "-I",
+        "-c",
+        INTEGRITY_SCRIPT,
+        _check(validators.DIST_NAME_RE, dist, "distribution name"),
+    ]
+
+
+def probe_sections(spec: ProbeSpec) -> list[tuple[str, list[str]]]:
+    """The read-only commands of one probe, each with the section name its output lands in."""
+    sections: list[tuple[str, list[str]]] = [
+        ("gpus", gpu_query()),
+        ("compute_apps", compute_apps_query()),
+    ]
+    for server in spec.servers:
+        unit = server.unit
+        sections += [
+            (f"unit:{unit}", unit_show(unit)),
+            (f"unitfile:{unit}", unit_file_hash(unit)),
+            (f"health:{unit}", http_get(server.port, "/health")),
+            (f"models:{unit}", http_get(server.port, "/v1/models")),
+            (f"metrics:{unit}", http_get(server.port, "/metrics")),
+        ]
+        if spec.integrity and server.engine_python:
+            sections.append(
+                (f"integrity:{unit}", integrity_check(server.engine_python, server.engine_dist))
+            )
+    return sections
+
+
+def probe_script(spec: ProbeSpec) -> str:
+    lines = []
+    for name, argv in probe_sections(spec):
+        begin = shlex.quote(MARK_BEGIN + name)
+        end = shlex.quote(f"{MARK_END}{name}:")
+        lines.append(f'echo {begin}; {join(argv)} 2>&1; echo {end}"$?"')
+    return "\n".join(lines) + "\n"
+
+
+# --- state-changing commands (run by change jobs) ------------------------------------------
+
+
+def with_sudo(argv: list[str], use_sudo: bool) -> list[str]:
+    return ["sudo", "-n", *argv] if use_sudo else argv
+
+
+def unit_action(action: str, unit: str) -> list[str]:
+    if action not in {"start", "stop", "restart"}:
+        raise UnsafeCommand(f"refusing systemctl action {action!r}")
+    return ["systemctl", action, "--no-block", check_unit(unit)]
+
+
+def daemon_reload() -> list[str]:
+    return ["systemctl", "daemon-reload"]
+
+
+def write_unit_file(unit: str) -> list[str]:
+    """Writes stdin to the unit file (atomically enough for systemd: it reads on daemon-reload)."""
+    return ["tee", "--", f"{UNIT_DIR}/{check_unit(unit)}"]
+
+
+def unit_journal(unit: str, lines: int = 50) -> list[str]:
+    return ["journalctl", "-u", check_unit(unit), "-n", str(int(lines)), "--no-pager", "-o", "cat"]
+
+
+def completion_request(port: int, body_json: str) -> list[str]:
+    """POST a completion; the body is JSON built by the caller with json.dumps."""
+    return [
+        "curl",
+        "-sS",
+        "-m",
+        "120",
+        "-w",
+        f"\\n{HTTP_MARK}%{{http_code}}\\n",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        body_json,
+        f"http://127.0.0.1:{check_port(port)}/v1/completions",
+    ]
+
+
+def render(argv: Sequence[str | int]) -> str:
+    """One command line with stderr folded into stdout, as the job log shows it."""
+    return join(argv) + " 2>&1"

@@ -1,0 +1,65 @@
+"""Strict patterns for everything that ends up in a remote command line.
+
+Each is enforced at the model level (so forms, the admin, the API and commands all get it) and
+again when a command is built (hosts/commands.py), which quotes every part regardless.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+
+HOST_NAME_RE = r"^[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?$"
+ADDRESS_RE = r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]+\]?)$"
+SSH_USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
+UNIT_RE = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,200}\.service$"
+ABS_PATH_RE = r"^/(?:[A-Za-z0-9._+-]+/)*[A-Za-z0-9._+-]+$"
+MODEL_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$"
+SERVED_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+DIST_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+# One engine flag and its optional value, e.g. "--gpu-memory-utilization=0.95" or "--enforce-eager".
+ENGINE_ARG_RE = r"^--[a-z0-9][a-z0-9-]{0,63}(?:=[A-Za-z0-9._:,/+-]{1,200})?$"
+
+validate_host_name = RegexValidator(
+    HOST_NAME_RE, "Use lower-case letters, digits, dots and dashes (e.g. gpu-01)."
+)
+validate_address = RegexValidator(ADDRESS_RE, "Enter a host name or an IP address.")
+validate_ssh_user = RegexValidator(SSH_USER_RE, "Enter a POSIX user name (e.g. root, deploy).")
+validate_unit_name = RegexValidator(
+    UNIT_RE, "Enter a systemd service unit such as vllm-kimi-k25.service."
+)
+validate_abs_path = RegexValidator(
+    ABS_PATH_RE, "Enter an absolute path of letters, digits and . _ + - only."
+)
+validate_model_id = RegexValidator(
+    MODEL_ID_RE, "Enter a model identifier such as moonshotai/Kimi-K2.5."
+)
+validate_served_name = RegexValidator(
+    SERVED_NAME_RE, "Enter a served model name of letters, digits and . _ : - only."
+)
+validate_dist_name = RegexValidator(DIST_NAME_RE, "Enter a Python distribution name such as vllm.")
+_engine_arg = re.compile(ENGINE_ARG_RE)
+
+
+def validate_engine_args(value: object) -> None:
+    """A list of flags, each --name or --name=value from a safe alphabet."""
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise ValidationError("Engine arguments must be a list of strings.")
+    for arg in value:
+        if not _engine_arg.fullmatch(arg):
+            raise ValidationError(
+                f"Engine argument {arg!r} is not allowed: use --flag or --flag=value "
+                "(letters, digits and . _ : , / + - in the value)."
+            )
+
+
+def validate_labels(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("Labels must be a mapping of names to values.")
+    for key, val in value.items():
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,62}", str(key)) or not isinstance(val, str):
+            raise ValidationError(f"Label {key!r} must be a lower-case name with a string value.")
+        if len(val) > 200:
+            raise ValidationError(f"Label {key!r} is longer than 200 characters.")

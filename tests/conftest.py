@@ -1,0 +1,49 @@
+"""Shared fixtures: personas for every role, and the simulated fleet (tests/fleet.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+
+from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
+
+pytest_plugins = ["tests.fleet"]
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+def _user(username: str, *roles: str, superuser: bool = False) -> User:
+    groups = ensure_role_groups()
+    if superuser:
+        user = User.objects.create_superuser(username, f"{username}@example.test", PASSWORD)
+    else:
+        user = User.objects.create_user(username, f"{username}@example.test", PASSWORD)
+    for role in roles:
+        user.groups.add(groups[role])
+    return user
+
+
+@pytest.fixture
+def viewer(db: None) -> User:
+    return _user("vera", VIEWER)
+
+
+@pytest.fixture
+def operator(db: None) -> User:
+    return _user("otto", OPERATOR)
+
+
+@pytest.fixture
+def approver(db: None) -> User:
+    return _user("anna", APPROVER)
+
+
+@pytest.fixture
+def outsider(db: None) -> User:
+    """Signed in, but holds no role."""
+    return _user("oscar")
+
+
+@pytest.fixture
+def admin_user(db: None) -> User:
+    return _user("root-admin", superuser=True)
