@@ -146,3 +146,26 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"asyncssh": {"level": "WARNING"}},
 }
+
+# --- audit anchoring ----------------------------------------------------------------------------
+# Checkpoints (sequence number, head hash, time) are signed with an Ed25519 key and appended to a
+# sink outside the database, so cutting off the newest events or recomputing the chain shows.
+AUDIT_CHECKPOINT_DIR = env.path("AUDIT_CHECKPOINT_DIR", default=BASE_DIR / ".run" / "audit-checkpoints")
+# base64 of the 32-byte Ed25519 private seed; without it, one derived from SECRET_KEY (demo only).
+AUDIT_SIGNING_KEY = env("AUDIT_SIGNING_KEY", default=None) or base64.b64encode(
+    hashlib.sha256(b"audit-signing:" + SECRET_KEY.encode()).digest()
+).decode()
+AUDIT_CHECKPOINT_SECONDS = env.int("AUDIT_CHECKPOINT_SECONDS", default=300)
+AUDIT_VERIFY_SECONDS = env.int("AUDIT_VERIFY_SECONDS", default=900)
+
+CELERY_BEAT_SCHEDULE = {
+    "probe-due-hosts": {"task": "hosts.tasks.probe_due_hosts", "schedule": PROBE_SWEEP_SECONDS},
+    "audit-checkpoint": {
+        "task": "controlplane.audit.tasks.write_checkpoint",
+        "schedule": AUDIT_CHECKPOINT_SECONDS,
+    },
+    "audit-verify": {
+        "task": "controlplane.audit.tasks.verify_chain",
+        "schedule": AUDIT_VERIFY_SECONDS,
+    },
+}
