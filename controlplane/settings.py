@@ -20,14 +20,16 @@ env = environ.Env(
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env("DEBUG")
-# Only a development default; production must set SECRET_KEY (checked by `manage.py check --deploy`).
+# A development default only; production sets SECRET_KEY (see `manage.py check --deploy`).
 SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-0123456789abcdef")
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 
 def _derived_fernet_key(secret: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(b"field-encryption:" + secret.encode()).digest()).decode()
+    return base64.urlsafe_b64encode(
+        hashlib.sha256(b"field-encryption:" + secret.encode()).digest()
+    ).decode()
 
 
 # Key for SSH private keys at rest (Fernet, 32 url-safe base64 bytes). Without it, a key derived
@@ -45,6 +47,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_celery_beat",
+    "controlplane",
     "controlplane.accounts",
     "controlplane.audit",
     "hosts",
@@ -150,11 +153,14 @@ LOGGING = {
 # --- audit anchoring ----------------------------------------------------------------------------
 # Checkpoints (sequence number, head hash, time) are signed with an Ed25519 key and appended to a
 # sink outside the database, so cutting off the newest events or recomputing the chain shows.
-AUDIT_CHECKPOINT_DIR = env.path("AUDIT_CHECKPOINT_DIR", default=BASE_DIR / ".run" / "audit-checkpoints")
+AUDIT_CHECKPOINT_DIR = env.path(
+    "AUDIT_CHECKPOINT_DIR", default=BASE_DIR / ".run" / "audit-checkpoints"
+)
 # base64 of the 32-byte Ed25519 private seed; without it, one derived from SECRET_KEY (demo only).
-AUDIT_SIGNING_KEY = env("AUDIT_SIGNING_KEY", default=None) or base64.b64encode(
-    hashlib.sha256(b"audit-signing:" + SECRET_KEY.encode()).digest()
-).decode()
+AUDIT_SIGNING_KEY = (
+    env("AUDIT_SIGNING_KEY", default=None)
+    or base64.b64encode(hashlib.sha256(b"audit-signing:" + SECRET_KEY.encode()).digest()).decode()
+)
 AUDIT_CHECKPOINT_SECONDS = env.int("AUDIT_CHECKPOINT_SECONDS", default=300)
 AUDIT_VERIFY_SECONDS = env.int("AUDIT_VERIFY_SECONDS", default=900)
 

@@ -47,7 +47,9 @@ class Deployment(models.Model):
     unit = models.CharField(max_length=200, validators=[validators.validate_unit_name])
     model = models.ForeignKey(ModelArtifact, on_delete=models.PROTECT, related_name="deployments")
     engine_binary = models.CharField(
-        max_length=300, default="/opt/vllm/.venv/bin/vllm", validators=[validators.validate_abs_path]
+        max_length=300,
+        default="/opt/vllm/.venv/bin/vllm",
+        validators=[validators.validate_abs_path],
     )
     engine_python = models.CharField(
         max_length=300,

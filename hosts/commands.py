@@ -83,8 +83,9 @@ for top in sorted(tops):
             path = os.path.normpath(os.path.join(root, name))
             if path not in recorded and not name.endswith(".pyc"):
                 added.append(os.path.relpath(path, base))
-print(json.dumps({"dist": dist.metadata["Name"], "version": dist.version, "checked": checked,
-                  "modified": sorted(modified), "missing": sorted(missing), "added": sorted(added)}))
+print(json.dumps({"dist": dist.metadata["Name"], "version": dist.version,
+                  "checked": checked, "modified": sorted(modified),
+                  "missing": sorted(missing), "added": sorted(added)}))
 """.strip()
 
 

@@ -26,5 +26,5 @@ def decrypt(token: str) -> str:
         return _fernet(settings.FIELD_ENCRYPTION_KEY).decrypt(token.encode()).decode()
     except InvalidToken as exc:
         raise SecretUnavailable(
-            "cannot decrypt the stored key: FIELD_ENCRYPTION_KEY differs from the one it was saved with"
+            "cannot decrypt the stored key: FIELD_ENCRYPTION_KEY is not the key it was saved with"
         ) from exc

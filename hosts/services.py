@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
+from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 
-from .choices import HostKeyStatus
-from .models import Credential, Host
+from . import commands
+from .choices import HostKeyStatus, SnapshotStatus
+from .crypto import SecretUnavailable
+from .models import Credential, Host, StateSnapshot
+from .probe import ProbeOutcome, probe_many
+from .ssh import SSHTarget, ssh_loop
 
 
 def credential_create(*, name: str, private_key: str, passphrase: str | None = None) -> Credential:
@@ -72,3 +80,213 @@ def host_key_accept(*, host: Host, key: str, actor: Any, reason: str = "") -> Ho
         },
     )
     return host
+
+
+# --- probes ------------------------------------------------------------------------------------
+
+
+def probe_spec_for(host: Host, *, integrity: bool) -> commands.ProbeSpec:
+    servers = tuple(
+        commands.ServerSpec(
+            unit=d.unit, port=d.port, engine_python=d.engine_python, engine_dist=d.engine_dist
+        )
+        for d in host.deployments.all()
+    )
+    return commands.ProbeSpec(servers=servers, integrity=integrity)
+
+
+def ssh_target_for(host: Host) -> SSHTarget | None:
+    if host.credential is None:
+        return None
+    return SSHTarget(
+        address=host.address,
+        port=host.port,
+        username=host.username,
+        private_key=host.credential.private_key(),
+        pinned_key=host.host_key if host.host_key_status == HostKeyStatus.PINNED else "",
+    )
+
+
+def _blocked_outcome(host: Host) -> ProbeOutcome | None:
+    """Refuse before connecting when trust is already known to be broken or missing."""
+    if host.host_key_status == HostKeyStatus.CHANGED:
+        return ProbeOutcome(
+            status=SnapshotStatus.HOST_KEY_MISMATCH,
+            duration_ms=0,
+            error="the host key changed; an admin must accept the new key before any command runs",
+            presented_key=host.presented_host_key,
+        )
+    if host.credential is None:
+        return ProbeOutcome(status=SnapshotStatus.ERROR, duration_ms=0, error="no SSH credential")
+    return None
+
+
+def hosts_probe(
+    *, hosts: list[Host], trigger: str, integrity: bool | None = None
+) -> list[StateSnapshot]:
+    """Probe hosts concurrently over (reused) SSH connections and store one snapshot each.
+
+    `integrity=None` runs the engine integrity check only on hosts whose interval has passed.
+    """
+    now = timezone.now()
+    jobs: list[tuple[SSHTarget, commands.ProbeSpec]] = []
+    plan: list[tuple[Host, bool, ProbeOutcome | None, int | None]] = []
+    for host in hosts:
+        check = host.integrity_due(now) if integrity is None else integrity
+        blocked = _blocked_outcome(host)
+        if blocked is None:
+            try:
+                target = ssh_target_for(host)
+            except SecretUnavailable as exc:
+                blocked = ProbeOutcome(status=SnapshotStatus.ERROR, duration_ms=0, error=str(exc))
+        if blocked is not None:
+            plan.append((host, check, blocked, None))
+            continue
+        assert target is not None
+        plan.append((host, check, None, len(jobs)))
+        jobs.append((target, probe_spec_for(host, integrity=check)))
+    outcomes: list[ProbeOutcome] = []
+    if jobs:
+        outcomes = ssh_loop.call(
+            probe_many(
+                ssh_loop.pool,
+                jobs,
+                concurrency=settings.PROBE_CONCURRENCY,
+                connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+                command_timeout=settings.SSH_COMMAND_TIMEOUT,
+            )
+        )
+    snapshots = []
+    for host, check, blocked, index in plan:
+        outcome = blocked if index is None else outcomes[index]
+        assert outcome is not None
+        snapshots.append(
+            snapshot_record(host=host, outcome=outcome, trigger=trigger, integrity=check)
+        )
+    return snapshots
+
+
+def host_probe(*, host: Host, trigger: str, integrity: bool | None = None) -> StateSnapshot:
+    return hosts_probe(hosts=[host], trigger=trigger, integrity=integrity)[0]
+
+
+def hosts_claim_due_for_probe(now: datetime | None = None) -> list[Host]:
+    """Hosts whose probe interval has passed, claimed so an overlapping sweep skips them.
+
+    The claim is a conditional UPDATE of last_probe_at: if it changes no row, another sweep got
+    there first.
+    """
+    now = now or timezone.now()
+    candidates = (
+        Host.objects.filter(enabled=True)
+        .select_related("credential")
+        .prefetch_related("deployments")
+    )
+    claimed = []
+    for host in candidates:
+        if not host.probe_due(now):
+            continue
+        if Host.objects.filter(pk=host.pk, last_probe_at=host.last_probe_at).update(
+            last_probe_at=now
+        ):
+            claimed.append(host)
+    return claimed
+
+
+@transaction.atomic
+def snapshot_record(
+    *, host: Host, outcome: ProbeOutcome, trigger: str, integrity: bool
+) -> StateSnapshot:
+    """Store what a probe saw, note key trouble on the host, and audit it, in one transaction."""
+    now = timezone.now()
+    ctx = audit_context.current()
+    snapshot = StateSnapshot(
+        host=host,
+        taken_at=now,
+        status=outcome.status,
+        trigger=trigger,
+        duration_ms=outcome.duration_ms,
+        raw=outcome.raw,
+        parsed=outcome.parsed,
+        digest=outcome.digest,
+        error=outcome.error[:4000],
+        includes_integrity=integrity and outcome.status in {"ok", "partial"},
+        correlation_id=ctx.correlation_id,
+    )
+    snapshot.save()
+    locked = Host.objects.select_for_update().get(pk=host.pk)
+    fields = ["last_probe_at"]
+    locked.last_probe_at = now
+    if snapshot.includes_integrity:
+        locked.last_integrity_at = now
+        fields.append("last_integrity_at")
+    key_event = _note_presented_key(locked, outcome)
+    if key_event:
+        fields += ["host_key_status", "presented_host_key"]
+    locked.save(update_fields=fields)
+    host.last_probe_at = locked.last_probe_at
+    host.host_key_status = locked.host_key_status
+    host.presented_host_key = locked.presented_host_key
+    if key_event:
+        audit.record(
+            action=key_event,
+            target=locked,
+            snapshot=snapshot,
+            data={"presented_fingerprint": locked.presented_key_fingerprint},
+        )
+    audit.record(
+        action="probe.completed",
+        target=snapshot,
+        host=locked,
+        snapshot=snapshot,
+        data={"status": snapshot.status, "trigger": trigger, "duration_ms": snapshot.duration_ms},
+    )
+    return snapshot
+
+
+def _note_presented_key(host: Host, outcome: ProbeOutcome) -> str:
+    """Remember an untrusted key for an admin to review; return the audit action, if any."""
+    if not outcome.presented_key:
+        return ""
+    if (
+        outcome.status == SnapshotStatus.HOST_KEY_MISMATCH
+        and host.host_key_status != HostKeyStatus.CHANGED
+    ):
+        host.host_key_status = HostKeyStatus.CHANGED
+        host.presented_host_key = outcome.presented_key
+        return "host.key_changed"
+    if (
+        outcome.status == SnapshotStatus.HOST_KEY_UNKNOWN
+        and host.presented_host_key != outcome.presented_key
+    ):
+        host.presented_host_key = outcome.presented_key
+        return "host.key_presented"
+    return ""
+
+
+class QueueUnavailable(Exception):
+    """The task broker did not take the job."""
+
+
+def probe_enqueue(*, host: Host, user: Any, integrity: bool = False) -> None:
+    """Queue a "Probe now"; the snapshot arrives when a worker has run it."""
+    from kombu.exceptions import OperationalError
+
+    from .tasks import probe_host
+
+    try:
+        probe_host.apply_async(
+            kwargs={
+                "host_id": host.pk,
+                "trigger": "manual",
+                "integrity": integrity or None,
+                "user_id": getattr(user, "pk", None),
+                "correlation_id": audit_context.current().correlation_id,
+            },
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+        )
+    except OperationalError as exc:
+        raise QueueUnavailable(
+            "The task queue is not reachable, so the probe was not queued. Is the broker up?"
+        ) from exc

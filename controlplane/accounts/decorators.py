@@ -10,7 +10,9 @@ from django.http import HttpRequest, HttpResponse
 from .roles import has_role
 
 
-def role_required(role: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+def role_required(
+    role: str,
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+from django.contrib.auth.models import Group
 
 VIEWER = "viewer"
 OPERATOR = "operator"
@@ -18,7 +18,7 @@ APPROVER = "approver"
 ROLES = (VIEWER, OPERATOR, APPROVER)
 
 
-def user_roles(user: AbstractBaseUser | AnonymousUser | Any) -> set[str]:
+def user_roles(user: Any) -> set[str]:
     if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
         return set()
     if user.is_superuser:

@@ -20,7 +20,9 @@ def _logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 
 
 @receiver(user_login_failed)
-def _login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
+def _login_failed(
+    sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any
+) -> None:
     # Django already censors the password in `credentials`; keep only the user name.
     audit.record(
         actor=f"anonymous:{str(credentials.get('username', ''))[:150]}",

@@ -1,0 +1,105 @@
+"""One probe: run the read-only script over SSH, parse what came back, classify the outcome.
+
+Pure of Django: takes targets and specs, returns `ProbeOutcome`s. Storing them is the job of
+hosts.services.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import commands
+from .parsers import parse_probe
+from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
+from .state import canonical_digest
+
+MAX_SECTION_CHARS = 64 * 1024  # /metrics can be large; keep what a person needs to read
+
+
+@dataclass
+class ProbeOutcome:
+    status: str
+    duration_ms: int
+    parsed: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    presented_key: str = ""
+    reused_connection: bool = False
+
+    @property
+    def digest(self) -> str:
+        return canonical_digest(self.parsed)
+
+
+def _raw_sections(parse: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    for name, section in parse.sections.items():
+        output = section.output
+        raw[name] = {
+            "output": output[:MAX_SECTION_CHARS],
+            "exit_status": section.exit_status,
+            "truncated": section.truncated or len(output) > MAX_SECTION_CHARS,
+        }
+    return raw
+
+
+async def probe(
+    pool: ConnectionPool,
+    target: SSHTarget,
+    spec: commands.ProbeSpec,
+    *,
+    connect_timeout: float,
+    command_timeout: float,
+) -> ProbeOutcome:
+    started = time.monotonic()
+
+    def elapsed() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    try:
+        result = await pool.run(
+            target,
+            commands.probe_script(spec),
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+        )
+    except SSHFailure as failure:
+        return ProbeOutcome(
+            status=failure.kind,
+            duration_ms=elapsed(),
+            error=failure.message,
+            presented_key=failure.presented_key,
+        )
+    units = [server.unit for server in spec.servers]
+    parse = parse_probe(result.stdout + result.stderr, units, integrity=spec.integrity)
+    parsed = parse.state.to_json()
+    problems = parse.state.problems
+    return ProbeOutcome(
+        status="partial" if problems else "ok",
+        duration_ms=elapsed(),
+        parsed=parsed,
+        raw=_raw_sections(parse),
+        error="; ".join(f"{p.section}: {p.message}" for p in problems),
+        reused_connection=result.reused_connection,
+    )
+
+
+async def probe_many(
+    pool: ConnectionPool,
+    jobs: list[tuple[SSHTarget, commands.ProbeSpec]],
+    *,
+    concurrency: int,
+    connect_timeout: float,
+    command_timeout: float,
+) -> list[ProbeOutcome]:
+    return await gather_limited(
+        (
+            probe(
+                pool, target, spec, connect_timeout=connect_timeout, command_timeout=command_timeout
+            )
+            for target, spec in jobs
+        ),
+        concurrency,
+    )

@@ -1,0 +1,236 @@
+"""All SSH I/O: pinned host keys, timeouts, and connections kept open between probes.
+
+The Django side is synchronous; SSH is asyncio. One event loop runs in a daemon thread per
+process and owns every connection, so a worker reuses its connections from one probe round to
+the next instead of paying for a key exchange each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import asyncssh
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Everything needed to reach one host. `pinned_key` empty means no key is trusted yet."""
+
+    address: str
+    port: int
+    username: str
+    private_key: str = field(repr=False)
+    pinned_key: str = ""
+
+    @property
+    def pool_key(self) -> tuple[str, int, str, str, int]:
+        return (self.address, self.port, self.username, self.pinned_key, hash(self.private_key))
+
+
+class SSHFailure(Exception):
+    """A command could not be run. `kind` matches a snapshot status."""
+
+    def __init__(self, kind: str, message: str, presented_key: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.presented_key = presented_key
+
+
+@dataclass
+class CommandResult:
+    stdout: str
+    stderr: str
+    exit_status: int | None
+    seconds: float
+    reused_connection: bool
+
+
+class _PinnedKeyClient(asyncssh.SSHClient):
+    """Remembers the key the server presented, so an unknown or changed key can be shown to an
+    admin for acceptance. Trust itself is decided by asyncssh against the pinned key alone."""
+
+    def __init__(self) -> None:
+        self.presented_key = ""
+
+    def validate_host_public_key(
+        self, host: str, addr: str, port: int, key: asyncssh.SSHKey
+    ) -> bool:
+        self.presented_key = key.export_public_key("openssh").decode().strip()
+        return False  # only the pinned key (passed as known_hosts) is trusted
+
+
+class ConnectionPool:
+    """Open connections keyed by target. Lives on the SSH loop; not thread-safe by design."""
+
+    def __init__(self) -> None:
+        self._conns: dict[tuple[Any, ...], asyncssh.SSHClientConnection] = {}
+        self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
+
+    async def _connect(self, target: SSHTarget, timeout: float) -> asyncssh.SSHClientConnection:
+        client = _PinnedKeyClient()
+        trusted = [asyncssh.import_public_key(target.pinned_key)] if target.pinned_key else []
+        try:
+            conn, _ = await asyncio.wait_for(
+                asyncssh.create_connection(
+                    lambda: client,
+                    target.address,
+                    target.port,
+                    username=target.username,
+                    client_keys=[asyncssh.import_private_key(target.private_key)],
+                    known_hosts=(trusted, [], []),
+                    agent_path=None,
+                    password=None,
+                    kbdint_auth=False,
+                    config=None,
+                    keepalive_interval=30,
+                    login_timeout=timeout,
+                    connect_timeout=timeout,
+                ),
+                timeout,
+            )
+        except asyncssh.HostKeyNotVerifiable as exc:
+            kind = "host_key_mismatch" if target.pinned_key else "host_key_unknown"
+            raise SSHFailure(kind, f"host key not trusted: {exc}", client.presented_key) from exc
+        except asyncssh.PermissionDenied as exc:
+            raise SSHFailure("auth_failed", f"authentication failed: {exc.reason}") from exc
+        except TimeoutError as exc:
+            raise SSHFailure("unreachable", f"connect timed out after {timeout:g} s") from exc
+        except (OSError, asyncssh.ConnectionLost) as exc:
+            raise SSHFailure("unreachable", f"cannot connect: {exc}") from exc
+        except asyncssh.Error as exc:
+            raise SSHFailure("error", f"SSH error: {exc.reason}") from exc
+        return conn
+
+    async def _get(
+        self, target: SSHTarget, timeout: float
+    ) -> tuple[asyncssh.SSHClientConnection, bool]:
+        key = target.pool_key
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:  # one handshake per target even when callers race
+            conn = self._conns.get(key)
+            if conn is not None and not conn.is_closed():
+                return conn, True
+            conn = await self._connect(target, timeout)
+            self._conns[key] = conn
+            return conn, False
+
+    def _drop(self, target: SSHTarget) -> None:
+        conn = self._conns.pop(target.pool_key, None)
+        if conn is not None:
+            conn.close()
+
+    async def run(
+        self,
+        target: SSHTarget,
+        command: str,
+        *,
+        connect_timeout: float,
+        command_timeout: float,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        started = time.monotonic()
+        for attempt in (1, 2):
+            conn, reused = await self._get(target, connect_timeout)
+            try:
+                result = await asyncio.wait_for(
+                    conn.run(command, input=stdin, check=False), command_timeout
+                )
+            except TimeoutError as exc:
+                self._drop(target)  # a hung channel may leave the connection unusable
+                raise SSHFailure("error", f"command timed out after {command_timeout:g} s") from exc
+            except (
+                asyncssh.ChannelOpenError,
+                asyncssh.ConnectionLost,
+                BrokenPipeError,
+                OSError,
+            ) as exc:
+                self._drop(target)
+                if reused and attempt == 1:
+                    continue  # the host restarted or dropped an idle connection: reconnect once
+                raise SSHFailure("unreachable", f"connection lost: {exc}") from exc
+            return CommandResult(
+                stdout=_text(result.stdout),
+                stderr=_text(result.stderr),
+                exit_status=result.exit_status,
+                seconds=time.monotonic() - started,
+                reused_connection=reused,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close_all(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+class SSHLoop:
+    """The process's SSH event loop thread and its connection pool."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Lock()
+        self.pool = ConnectionPool()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._started:
+            if self._loop is None or self._thread is None or not self._thread.is_alive():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="ssh-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+                self.pool = ConnectionPool()
+            return self._loop
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        return future.result(timeout)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self.call(self.pool.close_all())
+
+
+ssh_loop = SSHLoop()
+
+
+async def gather_limited(aws: Iterable[Awaitable[T]], limit: int) -> list[T]:
+    """Run awaitables with at most `limit` in flight, keeping their order."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(aw: Awaitable[T]) -> T:
+        async with semaphore:
+            return await aw
+
+    return list(await asyncio.gather(*(one(aw) for aw in aws)))
+
+
+async def fetch_host_key(address: str, port: int, timeout: float = 10.0) -> str:
+    """The key a host presents, read without authenticating (for `add_host --accept-host-key`)."""
+    try:
+        key = await asyncio.wait_for(asyncssh.get_server_host_key(address, port), timeout)
+    except (OSError, TimeoutError, asyncssh.Error) as exc:
+        raise SSHFailure(
+            "unreachable", f"cannot read the host key of {address}:{port}: {exc}"
+        ) from exc
+    if key is None:
+        raise SSHFailure("error", f"{address}:{port} presented no host key")
+    return key.export_public_key("openssh").decode().strip()

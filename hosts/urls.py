@@ -1,0 +1,15 @@
+from django.urls import path
+
+from . import views
+
+app_name = "hosts"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("hosts/rows/", views.dashboard_rows, name="dashboard_rows"),
+    path("hosts/<str:name>/", views.host_detail, name="detail"),
+    path("hosts/<str:name>/probe/", views.probe_now, name="probe"),
+    path("hosts/<str:name>/probe-status/", views.probe_status, name="probe_status"),
+    path("hosts/<str:name>/accept-key/", views.accept_host_key, name="accept_key"),
+    path("snapshots/<int:pk>/", views.snapshot_detail, name="snapshot"),
+]
