@@ -175,3 +175,17 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": AUDIT_VERIFY_SECONDS,
     },
 }
+
+# --- change jobs --------------------------------------------------------------------------------
+# Kinds that need a second person's approval (model swaps always do).
+APPROVAL_REQUIRED_KINDS = env.list("APPROVAL_REQUIRED_KINDS", default=["model_swap"])
+# Memory kept free per GPU for the KV cache when checking whether a model fits.
+KV_CACHE_RESERVE_GIB = env.float("KV_CACHE_RESERVE_GIB", default=4.0)
+# A job renews its host lease at every step; a lease not renewed for this long is dead.
+JOB_LEASE_SECONDS = env.int("JOB_LEASE_SECONDS", default=60)
+JOB_RECOVERY_SWEEP_SECONDS = env.int("JOB_RECOVERY_SWEEP_SECONDS", default=30)
+HEALTH_POLL_SECONDS = env.float("HEALTH_POLL_SECONDS", default=2.0)
+CELERY_BEAT_SCHEDULE["recover-interrupted-jobs"] = {
+    "task": "deployments.tasks.recover_interrupted_jobs",
+    "schedule": JOB_RECOVERY_SWEEP_SECONDS,
+}

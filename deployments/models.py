@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import User
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import validators
-from hosts.models import Host
+from hosts.models import Host, StateSnapshot
 
-from .choices import Engine, Quantization
+from .choices import ApprovalDecision, ChangeKind, ChangeStatus, Engine, Quantization, StepStatus
 
 
 class ModelArtifact(models.Model):
@@ -75,6 +78,9 @@ class Deployment(models.Model):
     load_timeout_seconds = models.PositiveIntegerField(
         default=900, validators=[MinValueValidator(5), MaxValueValidator(7200)]
     )
+    current_revision = models.ForeignKey(
+        "DeploymentRevision", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -86,3 +92,170 @@ class Deployment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.unit} on {self.host}"
+
+
+class DeploymentRevision(models.Model):
+    """One immutable version of a deployment: the rendered unit file, its hash, the model and
+    arguments, who created it and from which change."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="revisions")
+    number = models.PositiveIntegerField()
+    model = models.ForeignKey(ModelArtifact, on_delete=models.PROTECT, related_name="+")
+    engine_binary = models.CharField(max_length=300, validators=[validators.validate_abs_path])
+    tensor_parallel_size = models.PositiveSmallIntegerField()
+    max_model_len = models.PositiveIntegerField()
+    port = models.PositiveIntegerField()
+    extra_args = models.JSONField(default=list, validators=[validators.validate_engine_args])
+    unit_text = models.TextField()
+    unit_sha256 = models.CharField(max_length=64)
+    created_by = models.CharField(max_length=200)
+    created_from_change = models.ForeignKey(
+        "ChangeRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Measured throughput through the server's completions endpoint (tokens/s), set once.
+    benchmark = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["deployment", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "number"], name="revision_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment.unit} r{self.number} ({self.model})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The content is immutable; only the one-time benchmark result may be added later.
+        if not self._state.adding and kwargs.get("update_fields") != ["benchmark"]:
+            raise ValueError("deployment revisions are immutable")
+        super().save(*args, **kwargs)
+
+
+class ChangeRequest(models.Model):
+    """A destructive action on a deployment, decided on one snapshot of its host."""
+
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="changes")
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="changes")
+    kind = models.CharField(max_length=12, choices=ChangeKind.choices)
+    snapshot = models.ForeignKey(StateSnapshot, on_delete=models.PROTECT, related_name="+")
+    from_revision = models.ForeignKey(
+        DeploymentRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    target_revision = models.ForeignKey(
+        DeploymentRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    params = models.JSONField(default=dict, blank=True)
+    params_digest = models.CharField(max_length=64)
+    reason = models.TextField()
+    requested_by = models.ForeignKey(
+        User, on_delete=models.SET_NULL, null=True, related_name="change_requests"
+    )
+    requested_by_name = models.CharField(max_length=150)
+    needs_approval = models.BooleanField()
+    busy_acknowledged = models.BooleanField(default=False)
+    status = models.CharField(
+        max_length=20, choices=ChangeStatus.choices, default=ChangeStatus.PENDING_APPROVAL
+    )
+    status_reason = models.TextField(blank=True)
+    drift_report = models.JSONField(default=list, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    correlation_id = models.CharField(max_length=64)
+    before_snapshot = models.ForeignKey(
+        StateSnapshot, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    after_snapshot = models.ForeignKey(
+        StateSnapshot, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # One destructive job per host, enforced by the database itself.
+            models.UniqueConstraint(
+                fields=["host"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="one_active_job_per_host",
+            ),
+        ]
+        indexes = [
+            # the approvals queue, oldest first
+            models.Index(fields=["status", "created_at"], name="change_status_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.get_kind_display()} {self.deployment.unit} on {self.host}"
+
+
+class Approval(models.Model):
+    """A second person's decision, bound to the request's parameters and to the snapshot the
+    approver saw. It stops counting when it expires or a later probe differs materially."""
+
+    change = models.ForeignKey(ChangeRequest, on_delete=models.PROTECT, related_name="approvals")
+    approver = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, related_name="+")
+    approver_name = models.CharField(max_length=150)
+    decision = models.CharField(max_length=12, choices=ApprovalDecision.choices)
+    reason = models.TextField(blank=True)
+    snapshot = models.ForeignKey(StateSnapshot, on_delete=models.PROTECT, related_name="+")
+    snapshot_digest = models.CharField(max_length=64)
+    params_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    voided_at = models.DateTimeField(null=True, blank=True)
+    void_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_decision_display()} by {self.approver_name} on change #{self.change_id}"
+
+
+class JobStep(models.Model):
+    """One logged step of a change job, with the command it ran and what came back."""
+
+    change = models.ForeignKey(ChangeRequest, on_delete=models.PROTECT, related_name="steps")
+    seq = models.PositiveIntegerField()
+    name = models.CharField(max_length=100)
+    status = models.CharField(max_length=10, choices=StepStatus.choices)
+    command = models.TextField(blank=True)
+    output = models.TextField(blank=True)
+    exit_status = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["change", "seq"]
+        constraints = [models.UniqueConstraint(fields=["change", "seq"], name="step_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.seq}. {self.name} ({self.status})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class HostLease(models.Model):
+    """Who may send destructive commands to a host right now.
+
+    Taking the lease bumps `fencing_token`; the job re-checks its token before every SSH command,
+    so a worker that was paused, partitioned or superseded can never act on a stale lease.
+    """
+
+    host = models.OneToOneField(
+        Host, on_delete=models.CASCADE, primary_key=True, related_name="lease"
+    )
+    holder = models.ForeignKey(
+        ChangeRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    fencing_token = models.BigIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"lease on {self.host_id}: change {self.holder_id} token {self.fencing_token}"

@@ -12,12 +12,12 @@ from django.utils import timezone
 from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 
-from . import commands
+from . import commands, signals
 from .choices import HostKeyStatus, SnapshotStatus
 from .crypto import SecretUnavailable
 from .models import Credential, Host, StateSnapshot
 from .probe import ProbeOutcome, probe_many
-from .ssh import SSHTarget, ssh_loop
+from .ssh import CommandResult, SSHFailure, SSHTarget, ssh_loop
 
 
 def credential_create(*, name: str, private_key: str, passphrase: str | None = None) -> Credential:
@@ -241,6 +241,7 @@ def snapshot_record(
         snapshot=snapshot,
         data={"status": snapshot.status, "trigger": trigger, "duration_ms": snapshot.duration_ms},
     )
+    signals.snapshot_recorded.send(sender=StateSnapshot, snapshot=snapshot)
     return snapshot
 
 
@@ -290,3 +291,91 @@ def probe_enqueue(*, host: Host, user: Any, integrity: bool = False) -> None:
         raise QueueUnavailable(
             "The task queue is not reachable, so the probe was not queued. Is the broker up?"
         ) from exc
+
+
+# --- freshness -------------------------------------------------------------------------------
+
+
+class SnapshotNotUsable(Exception):
+    """A snapshot cannot back a destructive action. The message says why, for a person."""
+
+    def __init__(self, message: str, *, age_seconds: float | None = None, limit: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.age_seconds = age_seconds
+        self.limit = limit
+
+
+def snapshot_require_fresh(
+    *, snapshot: StateSnapshot, host: Host, now: datetime | None = None
+) -> float:
+    """The freshness rule, in the one place the UI, the API and the worker all call.
+
+    A snapshot backs a destructive action only if it is of this host, has status ok, is younger
+    than SNAPSHOT_MAX_AGE_SECONDS, and no later ok snapshot of the host differs materially.
+    Returns the snapshot's age in seconds.
+    """
+    now = now or timezone.now()
+    limit = settings.SNAPSHOT_MAX_AGE_SECONDS
+    age = snapshot.age_seconds(now)
+    if snapshot.host_id != host.pk:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} is of {snapshot.host.name}, not {host.name}", limit=limit
+        )
+    if snapshot.status != SnapshotStatus.OK:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} has status {snapshot.status}; only an ok snapshot can back "
+            "a change",
+            age_seconds=age,
+            limit=limit,
+        )
+    if age > limit:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} is {age:.0f} s old; the limit is {limit} s. Probe again.",
+            age_seconds=age,
+            limit=limit,
+        )
+    mine = snapshot.material_fingerprint()
+    later = host.snapshots.filter(status=SnapshotStatus.OK, taken_at__gt=snapshot.taken_at)
+    for newer in later.order_by("taken_at").only("id", "parsed", "taken_at"):
+        if newer.material_fingerprint() != mine:
+            raise SnapshotNotUsable(
+                f"snapshot #{snapshot.pk} is superseded: snapshot #{newer.pk} saw the host "
+                "differently. Review the new state.",
+                age_seconds=age,
+                limit=limit,
+            )
+    return age
+
+
+# --- commands for change jobs --------------------------------------------------------------------
+
+
+def host_run(
+    *, host: Host, argv: list[str], stdin: str | None = None, timeout: float | None = None
+) -> CommandResult:
+    """Run one command built by hosts.commands on a host whose key is pinned.
+
+    Raises SSHFailure when the host cannot be reached or is not trusted; a non-zero exit is a
+    normal result for the caller to judge.
+    """
+    fresh = Host.objects.select_related("credential").get(pk=host.pk)
+    if fresh.host_key_status != HostKeyStatus.PINNED:
+        raise SSHFailure("host_key_mismatch", "the host key is not pinned; commands are blocked")
+    target = ssh_target_for(fresh)
+    if target is None:
+        raise SSHFailure("error", "no SSH credential")
+    full = commands.with_sudo(argv, fresh.use_sudo) if argv[0] in SUDO_COMMANDS else argv
+    return ssh_loop.call(
+        ssh_loop.pool.run(
+            target,
+            commands.render(full),
+            connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+            command_timeout=timeout or settings.SSH_COMMAND_TIMEOUT,
+            stdin=stdin,
+        )
+    )
+
+
+# Commands that change the host and so run under `sudo -n` when the host asks for it.
+SUDO_COMMANDS = {"systemctl", "tee", "journalctl"}

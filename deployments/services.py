@@ -1,0 +1,633 @@
+"""Deciding on changes: request, approve, reject, break glass, cancel, and the rules around them.
+
+Every function here enforces the rules itself; views and the API only parse input and call them.
+Execution lives in deployments.runner.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from controlplane.accounts.roles import APPROVER, OPERATOR, has_role
+from controlplane.audit import context as audit_context
+from controlplane.audit import services as audit
+from hosts import services as host_services
+from hosts.choices import HostKeyStatus
+from hosts.models import StateSnapshot
+from hosts.state import fingerprint_drift
+
+from . import preflight, units
+from .choices import (
+    ACTIVE_JOB_STATUSES,
+    REVISION_KINDS,
+    ApprovalDecision,
+    ChangeKind,
+    ChangeStatus,
+)
+from .models import Approval, ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
+
+
+class ChangeRefused(Exception):
+    """A rule refused the action. `code` is one of: stale, forbidden, conflict, invalid."""
+
+    def __init__(self, message: str, *, code: str = "invalid", **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.details = details
+
+
+def _stale(exc: host_services.SnapshotNotUsable) -> ChangeRefused:
+    return ChangeRefused(exc.message, code="stale", age_seconds=exc.age_seconds, limit=exc.limit)
+
+
+def _canonical_digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- revisions ---------------------------------------------------------------------------------
+
+
+def _unit_spec(
+    deployment: Deployment,
+    *,
+    model: ModelArtifact,
+    tensor_parallel_size: int,
+    max_model_len: int,
+    extra_args: list[str],
+    number: int,
+) -> units.UnitSpec:
+    return units.UnitSpec(
+        unit=deployment.unit,
+        engine=model.engine,
+        engine_binary=deployment.engine_binary,
+        model_path=model.path,
+        served_name=model.served_name,
+        tensor_parallel_size=tensor_parallel_size,
+        max_model_len=max_model_len,
+        port=deployment.port,
+        extra_args=tuple(extra_args),
+        revision=number,
+    )
+
+
+def revision_create(
+    *,
+    deployment: Deployment,
+    model: ModelArtifact,
+    tensor_parallel_size: int,
+    max_model_len: int,
+    extra_args: list[str],
+    created_by: str,
+    change: ChangeRequest | None = None,
+) -> DeploymentRevision:
+    number = (deployment.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
+    text = units.render_unit(
+        _unit_spec(
+            deployment,
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            extra_args=extra_args,
+            number=number,
+        )
+    )
+    revision = DeploymentRevision(
+        deployment=deployment,
+        number=number,
+        model=model,
+        engine_binary=deployment.engine_binary,
+        tensor_parallel_size=tensor_parallel_size,
+        max_model_len=max_model_len,
+        port=deployment.port,
+        extra_args=list(extra_args),
+        unit_text=text,
+        unit_sha256=units.unit_sha256(text),
+        created_by=created_by,
+        created_from_change=change,
+    )
+    revision.full_clean()
+    revision.save()
+    return revision
+
+
+def deployment_current_revision(deployment: Deployment) -> DeploymentRevision:
+    """The revision believed to be deployed; the first time, adopt the deployment as revision 1."""
+    if deployment.current_revision_id:
+        assert deployment.current_revision is not None
+        return deployment.current_revision
+    revision = revision_create(
+        deployment=deployment,
+        model=deployment.model,
+        tensor_parallel_size=deployment.tensor_parallel_size,
+        max_model_len=deployment.max_model_len,
+        extra_args=list(deployment.extra_args),
+        created_by="system:adopted",
+    )
+    Deployment.objects.filter(pk=deployment.pk).update(current_revision=revision)
+    deployment.current_revision = revision
+    return revision
+
+
+def rollback_target(deployment: Deployment) -> DeploymentRevision | None:
+    """The revision that was live before the current one."""
+    current = deployment.current_revision
+    if current is None or current.created_from_change is None:
+        return None
+    return current.created_from_change.from_revision
+
+
+# --- pre-flight ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Preflight:
+    fit: preflight.FitCheck | None = None
+    inflight: float | None = None
+    busy: bool = False
+    active_job: ChangeRequest | None = None
+    problems: list[str] = field(default_factory=list)  # refusals
+    warnings: list[str] = field(default_factory=list)  # need an explicit acknowledgement
+
+
+def change_preflight(
+    *,
+    deployment: Deployment,
+    kind: str,
+    snapshot: StateSnapshot,
+    model: ModelArtifact | None = None,
+    tensor_parallel_size: int | None = None,
+    extra_args: list[str] | None = None,
+) -> Preflight:
+    result = Preflight()
+    host = deployment.host
+    if host.host_key_status != HostKeyStatus.PINNED:
+        result.problems.append("the host key is not pinned: every command to this host is blocked")
+    result.active_job = ChangeRequest.objects.filter(
+        host=host, status__in=ACTIVE_JOB_STATUSES
+    ).first()
+    if result.active_job is not None:
+        result.problems.append(
+            f"change #{result.active_job.pk} is {result.active_job.status} on {host.name}; "
+            "one job per host at a time"
+        )
+    if kind in REVISION_KINDS or kind == ChangeKind.START:
+        target_model = model or deployment.model
+        result.fit = preflight.model_fits(
+            parsed=snapshot.parsed,
+            weights_gib=target_model.weights_gib,
+            tensor_parallel_size=tensor_parallel_size or deployment.tensor_parallel_size,
+            extra_args=extra_args if extra_args is not None else list(deployment.extra_args),
+            kv_reserve_gib=settings.KV_CACHE_RESERVE_GIB,
+        )
+        if not result.fit.fits:
+            result.problems.append(f"{target_model} {result.fit.message}")
+    if kind != ChangeKind.START:
+        result.inflight = preflight.inflight_requests(snapshot.parsed, deployment.unit)
+        if result.inflight:
+            result.busy = True
+            result.warnings.append(
+                f"the server has {result.inflight:.0f} requests in flight; acting now drops them"
+            )
+    return result
+
+
+# --- requesting --------------------------------------------------------------------------------
+
+
+def _require_role(user: Any, role: str, action: str) -> None:
+    if not has_role(user, role):
+        raise ChangeRefused(f"{action} needs the {role} role", code="forbidden")
+
+
+def change_request_create(
+    *,
+    user: Any,
+    deployment: Deployment,
+    kind: str,
+    snapshot: StateSnapshot,
+    reason: str,
+    model: ModelArtifact | None = None,
+    tensor_parallel_size: int | None = None,
+    max_model_len: int | None = None,
+    extra_args: list[str] | None = None,
+    acknowledge_busy: bool = False,
+    benchmark: bool = False,
+) -> ChangeRequest:
+    _require_role(user, OPERATOR, "Requesting a change")
+    if kind not in ChangeKind.values:
+        raise ChangeRefused(f"unknown change kind {kind!r}")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ChangeRefused("a reason is required")
+    if kind == ChangeKind.MODEL_SWAP and (model is None or model.pk == deployment.model_id):
+        raise ChangeRefused("a model swap needs a different model from the catalog")
+    host = deployment.host
+    try:
+        age = host_services.snapshot_require_fresh(snapshot=snapshot, host=host)
+    except host_services.SnapshotNotUsable as exc:
+        raise _stale(exc) from exc
+    with transaction.atomic():
+        deployment = (
+            Deployment.objects.select_for_update()
+            .select_related("host", "model")
+            .get(pk=deployment.pk)
+        )
+        current = deployment_current_revision(deployment)
+        target_model = model or current.model
+        tp = tensor_parallel_size or current.tensor_parallel_size
+        args = list(current.extra_args) if extra_args is None else list(extra_args)
+        checks = change_preflight(
+            deployment=deployment,
+            kind=kind,
+            snapshot=snapshot,
+            model=target_model,
+            tensor_parallel_size=tp,
+            extra_args=args,
+        )
+        if checks.problems:
+            raise ChangeRefused("; ".join(checks.problems), code="conflict")
+        if checks.busy and not acknowledge_busy:
+            raise ChangeRefused(
+                "; ".join(checks.warnings) + ". Acknowledge this explicitly to go ahead.",
+                code="conflict",
+                needs_acknowledgement=True,
+            )
+        change = ChangeRequest(
+            host=host,
+            deployment=deployment,
+            kind=kind,
+            snapshot=snapshot,
+            from_revision=current,
+            reason=reason[:2000],
+            requested_by=user,
+            requested_by_name=user.get_username(),
+            needs_approval=kind in settings.APPROVAL_REQUIRED_KINDS,
+            busy_acknowledged=bool(checks.busy and acknowledge_busy),
+            params={"benchmark": bool(benchmark)},
+            correlation_id=audit_context.current().correlation_id
+            or audit_context.new_correlation_id(),
+        )
+        if kind == ChangeKind.ROLLBACK:
+            target = rollback_target(deployment)
+            if target is None:
+                raise ChangeRefused("there is no earlier revision to roll back to")
+            change.target_revision = target
+        change.params_digest = ""
+        change.status = (
+            ChangeStatus.PENDING_APPROVAL if change.needs_approval else ChangeStatus.QUEUED
+        )
+        try:
+            with transaction.atomic():
+                change.save()
+        except IntegrityError as exc:
+            raise ChangeRefused(
+                f"another job is queued or running on {host.name}", code="conflict"
+            ) from exc
+        if kind in {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP}:
+            change.target_revision = revision_create(
+                deployment=deployment,
+                model=target_model,
+                tensor_parallel_size=tp,
+                max_model_len=max_model_len or current.max_model_len,
+                extra_args=args,
+                created_by=user.get_username(),
+                change=change,
+            )
+        change.params_digest = change_params_digest(change)
+        change.save(update_fields=["target_revision", "params_digest"])
+        audit.record(
+            action="change.requested",
+            actor=user,
+            target=change,
+            host=host,
+            snapshot=snapshot,
+            correlation_id=change.correlation_id,
+            data={
+                "kind": kind,
+                "deployment": deployment.unit,
+                "reason": change.reason,
+                "from_revision": current.number,
+                "target_revision": getattr(change.target_revision, "number", None),
+                "target_model": str(target_model),
+                "needs_approval": change.needs_approval,
+                "snapshot_age_seconds": round(age, 3),
+                "fit": getattr(checks.fit, "message", None),
+                "inflight": checks.inflight,
+            },
+        )
+        if checks.busy:
+            audit.record(
+                action="change.busy_acknowledged",
+                actor=user,
+                target=change,
+                host=host,
+                snapshot=snapshot,
+                correlation_id=change.correlation_id,
+                data={"inflight": checks.inflight, "warning": checks.warnings},
+            )
+        if change.status == ChangeStatus.QUEUED:
+            _enqueue_on_commit(change)
+    return change
+
+
+def change_params_digest(change: ChangeRequest) -> str:
+    """What an approval is bound to: the action, the target and the exact unit file."""
+    return _canonical_digest(
+        {
+            "kind": change.kind,
+            "host": change.host_id,
+            "deployment": change.deployment_id,
+            "from_unit": getattr(change.from_revision, "unit_sha256", None),
+            "target_unit": getattr(change.target_revision, "unit_sha256", None),
+            "params": change.params,
+        }
+    )
+
+
+def _enqueue_on_commit(change: ChangeRequest) -> None:
+    from .tasks import execute_change
+
+    change_id = change.pk
+    transaction.on_commit(lambda: execute_change.delay(change_id))
+
+
+# --- approving -----------------------------------------------------------------------------------
+
+
+def _lock_open(change: ChangeRequest, expected: str) -> ChangeRequest:
+    locked = ChangeRequest.objects.select_for_update().select_related("host").get(pk=change.pk)
+    if locked.status != expected:
+        raise ChangeRefused(
+            f"change #{locked.pk} is {locked.get_status_display()}, not "
+            f"{ChangeStatus(expected).label}",
+            code="conflict",
+        )
+    return locked
+
+
+def change_request_approve(
+    *, change: ChangeRequest, approver: Any, snapshot: StateSnapshot, reason: str = ""
+) -> ChangeRequest:
+    """Approve on the snapshot the approver saw; it must be fresh and materially the same."""
+    _require_role(approver, APPROVER, "Approving a change")
+    if change.requested_by_id == approver.pk:
+        raise ChangeRefused(
+            "the two-person rule: you cannot approve your own request", code="forbidden"
+        )
+    with transaction.atomic():
+        change = _lock_open(change, ChangeStatus.PENDING_APPROVAL)
+        if change.params_digest != change_params_digest(change):
+            raise ChangeRefused(
+                "the request's parameters changed after it was made", code="conflict"
+            )
+        try:
+            age = host_services.snapshot_require_fresh(snapshot=snapshot, host=change.host)
+        except host_services.SnapshotNotUsable as exc:
+            raise _stale(exc) from exc
+        drift = fingerprint_drift(
+            change.snapshot.material_fingerprint(), snapshot.material_fingerprint()
+        )
+        if drift:
+            _mark_drifted(change, drift, snapshot=snapshot, actor=approver, when="approval")
+            return change
+        now = timezone.now()
+        Approval.objects.create(
+            change=change,
+            approver=approver,
+            approver_name=approver.get_username(),
+            decision=ApprovalDecision.APPROVED,
+            reason=reason[:2000],
+            snapshot=snapshot,
+            snapshot_digest=snapshot.digest,
+            params_digest=change.params_digest,
+            created_at=now,
+            expires_at=now + dt.timedelta(seconds=settings.APPROVAL_TTL_SECONDS),
+        )
+        try:
+            with transaction.atomic():
+                change.status = ChangeStatus.QUEUED
+                change.save(update_fields=["status"])
+        except IntegrityError as exc:
+            raise ChangeRefused(
+                f"another job is queued or running on {change.host.name}; approve again once "
+                "it has finished",
+                code="conflict",
+            ) from exc
+        audit.record(
+            action="change.approved",
+            actor=approver,
+            target=change,
+            host=change.host,
+            snapshot=snapshot,
+            correlation_id=change.correlation_id,
+            data={
+                "reason": reason,
+                "snapshot_age_seconds": round(age, 3),
+                "params_digest": change.params_digest,
+                "expires_in_seconds": settings.APPROVAL_TTL_SECONDS,
+            },
+        )
+        _enqueue_on_commit(change)
+    return change
+
+
+def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) -> ChangeRequest:
+    _require_role(approver, APPROVER, "Rejecting a change")
+    if not (reason or "").strip():
+        raise ChangeRefused("a rejection needs a reason")
+    with transaction.atomic():
+        change = _lock_open(change, ChangeStatus.PENDING_APPROVAL)
+        now = timezone.now()
+        Approval.objects.create(
+            change=change,
+            approver=approver,
+            approver_name=approver.get_username(),
+            decision=ApprovalDecision.REJECTED,
+            reason=reason[:2000],
+            snapshot=change.snapshot,
+            snapshot_digest=change.snapshot.digest,
+            params_digest=change.params_digest,
+            created_at=now,
+            expires_at=now,
+        )
+        _finish(change, ChangeStatus.REJECTED, reason)
+        audit.record(
+            action="change.rejected",
+            actor=approver,
+            target=change,
+            host=change.host,
+            snapshot=change.snapshot,
+            correlation_id=change.correlation_id,
+            data={"reason": reason},
+        )
+    return change
+
+
+def change_request_break_glass(
+    *, change: ChangeRequest, admin: Any, snapshot: StateSnapshot, reason: str
+) -> ChangeRequest:
+    """The only way past the two-person rule: an admin, a written reason, a red audit event."""
+    if not getattr(admin, "is_superuser", False):
+        raise ChangeRefused("break-glass needs an administrator", code="forbidden")
+    if len((reason or "").strip()) < 10:
+        raise ChangeRefused("break-glass needs a written reason (at least 10 characters)")
+    with transaction.atomic():
+        change = _lock_open(change, ChangeStatus.PENDING_APPROVAL)
+        try:
+            age = host_services.snapshot_require_fresh(snapshot=snapshot, host=change.host)
+        except host_services.SnapshotNotUsable as exc:
+            raise _stale(exc) from exc
+        drift = fingerprint_drift(
+            change.snapshot.material_fingerprint(), snapshot.material_fingerprint()
+        )
+        if drift:
+            _mark_drifted(change, drift, snapshot=snapshot, actor=admin, when="break-glass")
+            return change
+        now = timezone.now()
+        Approval.objects.create(
+            change=change,
+            approver=admin,
+            approver_name=admin.get_username(),
+            decision=ApprovalDecision.BREAK_GLASS,
+            reason=reason[:2000],
+            snapshot=snapshot,
+            snapshot_digest=snapshot.digest,
+            params_digest=change.params_digest,
+            created_at=now,
+            expires_at=now + dt.timedelta(seconds=settings.APPROVAL_TTL_SECONDS),
+        )
+        try:
+            with transaction.atomic():
+                change.status = ChangeStatus.QUEUED
+                change.save(update_fields=["status"])
+        except IntegrityError as exc:
+            raise ChangeRefused(
+                f"another job is queued or running on {change.host.name}", code="conflict"
+            ) from exc
+        audit.record(
+            action="change.break_glass",
+            actor=admin,
+            target=change,
+            host=change.host,
+            snapshot=snapshot,
+            correlation_id=change.correlation_id,
+            data={"reason": reason, "snapshot_age_seconds": round(age, 3), "alert": True},
+        )
+        _enqueue_on_commit(change)
+    return change
+
+
+def change_request_cancel(*, change: ChangeRequest, user: Any) -> ChangeRequest:
+    """Withdraw a waiting request at once; ask a running job to stop at its next step."""
+    is_requester = change.requested_by_id == getattr(user, "pk", None)
+    if not (has_role(user, OPERATOR) and (is_requester or has_role(user, APPROVER))):
+        raise ChangeRefused(
+            "only the requester or an approver who is also an operator can cancel",
+            code="forbidden",
+        )
+    with transaction.atomic():
+        locked = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        if locked.status in (ChangeStatus.PENDING_APPROVAL, ChangeStatus.QUEUED):
+            _finish(locked, ChangeStatus.CANCELLED, f"cancelled by {user.get_username()}")
+            action = "change.cancelled"
+        elif locked.status == ChangeStatus.RUNNING:
+            locked.cancel_requested = True
+            locked.save(update_fields=["cancel_requested"])
+            action = "change.cancel_requested"
+        else:
+            raise ChangeRefused(f"change #{locked.pk} has already finished", code="conflict")
+        audit.record(
+            action=action,
+            actor=user,
+            target=locked,
+            host=locked.host,
+            correlation_id=locked.correlation_id,
+        )
+    return locked
+
+
+def _finish(change: ChangeRequest, status: str, reason: str) -> None:
+    change.status = status
+    change.status_reason = reason[:4000]
+    change.finished_at = timezone.now()
+    change.save(update_fields=["status", "status_reason", "finished_at"])
+
+
+def _mark_drifted(
+    change: ChangeRequest,
+    drift: list[dict[str, Any]],
+    *,
+    snapshot: StateSnapshot,
+    actor: Any,
+    when: str,
+) -> None:
+    change.drift_report = drift
+    change.save(update_fields=["drift_report"])
+    _finish(
+        change,
+        ChangeStatus.DRIFTED,
+        f"the host changed between the request's snapshot and the {when} snapshot; "
+        "request the change again on the current state",
+    )
+    audit.record(
+        action="change.drifted",
+        actor=actor,
+        target=change,
+        host=change.host,
+        snapshot=snapshot,
+        correlation_id=change.correlation_id,
+        data={"when": when, "drift": drift, "decided_on_snapshot": change.snapshot_id},
+    )
+
+
+def approval_valid(change: ChangeRequest, now: dt.datetime | None = None) -> Approval | None:
+    """The approval that lets this change run now, if any."""
+    now = now or timezone.now()
+    return (
+        change.approvals.filter(
+            decision__in=[ApprovalDecision.APPROVED, ApprovalDecision.BREAK_GLASS],
+            voided_at__isnull=True,
+            expires_at__gt=now,
+            params_digest=change.params_digest,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def approvals_void_on_drift(*, snapshot: StateSnapshot) -> int:
+    """A later probe that differs materially voids approvals of changes not yet running."""
+    if snapshot.status != "ok":
+        return 0
+    fingerprint = snapshot.material_fingerprint()
+    voided = 0
+    approvals = Approval.objects.select_related("change", "snapshot").filter(
+        change__host_id=snapshot.host_id,
+        change__status=ChangeStatus.QUEUED,
+        voided_at__isnull=True,
+        decision__in=[ApprovalDecision.APPROVED, ApprovalDecision.BREAK_GLASS],
+    )
+    for approval in approvals:
+        drift = fingerprint_drift(approval.snapshot.material_fingerprint(), fingerprint)
+        if not drift:
+            continue
+        Approval.objects.filter(pk=approval.pk, voided_at__isnull=True).update(
+            voided_at=timezone.now(),
+            void_reason=f"snapshot #{snapshot.pk} differs materially from what the approver saw",
+        )
+        change = ChangeRequest.objects.select_for_update().get(pk=approval.change_id)
+        if change.status == ChangeStatus.QUEUED:
+            _mark_drifted(change, drift, snapshot=snapshot, actor=None, when="later probe")
+        voided += 1
+    return voided

@@ -1,0 +1,23 @@
+"""Celery tasks: thin wrappers around deployments.runner."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from controlplane.audit import context as audit_context
+from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
+
+from . import runner
+
+
+@shared_task(name="deployments.tasks.execute_change", acks_late=True)
+def execute_change(change_id: int) -> str | None:
+    with audit_context.acting(SYSTEM_WORKER):
+        change = runner.change_execute(change_id=change_id)
+        return change.status if change else None
+
+
+@shared_task(name="deployments.tasks.recover_interrupted_jobs")
+def recover_interrupted_jobs() -> list[int]:
+    with audit_context.acting(SYSTEM_BEAT):
+        return runner.recover_interrupted()
