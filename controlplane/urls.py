@@ -7,5 +7,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("audit/", include("controlplane.audit.urls")),
+    path("", include("deployments.urls")),
     path("", include("hosts.urls")),
 ]

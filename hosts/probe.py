@@ -73,7 +73,8 @@ async def probe(
             presented_key=failure.presented_key,
         )
     units = [server.unit for server in spec.servers]
-    parse = parse_probe(result.stdout + result.stderr, units, integrity=spec.integrity)
+    checked = [s.unit for s in spec.servers if spec.integrity and s.engine_python]
+    parse = parse_probe(result.stdout + result.stderr, units, integrity=checked)
     parsed = parse.state.to_json()
     problems = parse.state.problems
     return ProbeOutcome(

@@ -58,7 +58,8 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = _row_context(host, snapshot)
     context.update(
         history=selectors.snapshot_history(host),
-        deployments=host.deployments.select_related("model"),
+        deployments=host.deployments.select_related("model", "current_revision"),
+        changes=host.changes.select_related("deployment").order_by("-created_at")[:10],
         chart=charts.gpu_chart(selectors.gpu_series(host)),
         integrity_snapshot=host.snapshots.filter(includes_integrity=True).first(),
     )
