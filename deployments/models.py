@@ -105,7 +105,9 @@ class DeploymentRevision(models.Model):
     tensor_parallel_size = models.PositiveSmallIntegerField()
     max_model_len = models.PositiveIntegerField()
     port = models.PositiveIntegerField()
-    extra_args = models.JSONField(default=list, validators=[validators.validate_engine_args])
+    extra_args = models.JSONField(
+        default=list, blank=True, validators=[validators.validate_engine_args]
+    )
     unit_text = models.TextField()
     unit_sha256 = models.CharField(max_length=64)
     created_by = models.CharField(max_length=200)
