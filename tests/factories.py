@@ -37,7 +37,7 @@ def parsed_state(
                 "power_limit_w": 600.0,
                 "utilization_pct": 0,
                 "temperature_c": 35,
-            }  # fmt: skip
+            }
             for i in range(gpus)
         ],
         "compute_apps": [],
@@ -52,7 +52,7 @@ def parsed_state(
                     "active_enter_timestamp": "Mon 2026-11-30 09:12:41 UTC",
                     "n_restarts": 0,
                     "fragment_path": f"/etc/systemd/system/{UNIT}",
-                },  # fmt: skip
+                },
                 "unit_file_sha256": "a" * 64,
                 "server": {
                     "healthy": True,
@@ -63,7 +63,7 @@ def parsed_state(
                     "requests_running": running,
                     "requests_waiting": 0.0,
                     "kv_cache_usage": 0.0,
-                },  # fmt: skip
+                },
                 "integrity": None,
             }
         },
