@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db.backends.signals import connection_created
 
 from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
 
 pytest_plugins = ["tests.fleet"]
 
 PASSWORD = "correct-horse-battery-staple"
+
+
+def _allow_test_database_flush(sender: object, connection: object, **kwargs: object) -> None:
+    """Tests that commit (real workers, concurrency) empty the database afterwards with
+    TRUNCATE, which the audit table's trigger refuses unless the session opts in."""
+    if getattr(connection, "vendor", "") == "postgresql":
+        with connection.cursor() as cursor:  # type: ignore[attr-defined]
+            cursor.execute("SET controlplane.audit_allow_truncate = 'on'")
+
+
+connection_created.connect(_allow_test_database_flush, dispatch_uid="tests-allow-flush")
 
 
 def _user(username: str, *roles: str, superuser: bool = False) -> User:
