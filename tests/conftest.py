@@ -8,7 +8,7 @@ from django.db.backends.signals import connection_created
 
 from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
 
-pytest_plugins = ["tests.fleet"]
+pytest_plugins = ["tests.fleet", "tests.workers"]
 
 PASSWORD = "correct-horse-battery-staple"
 

@@ -1,0 +1,94 @@
+"""A real Celery worker process for integration tests, on real Redis, sharing the test database.
+
+The worker listens on a queue of its own, so tests never pick up anything else's messages.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from controlplane.celery import app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        user = db.get("USER") or "postgres"
+        host = db.get("HOST") or "127.0.0.1"
+        port = db.get("PORT") or 5432
+        return f"postgres://{user}@{host}:{port}/{db['NAME']}"
+    return f"sqlite:///{db['NAME']}"
+
+
+class WorkerProcess:
+    def __init__(self, proc: subprocess.Popen[bytes], queue: str, log: Path) -> None:
+        self.proc = proc
+        self.queue = queue
+        self.log = log
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL, as the OOM killer or a lost node would."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def start_worker(queue: str, log: Path, **env_overrides: str) -> WorkerProcess:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=_database_url(),
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        HEALTH_POLL_SECONDS="0.2",
+        **env_overrides,
+    )
+    handle = log.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-P", "solo",
+         "-Q", queue, "-l", "info", "--without-gossip", "--without-mingle",
+         "--without-heartbeat"],
+        cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited:\n{log.read_text()}")
+        if "ready." in log.read_text(errors="replace"):
+            return WorkerProcess(proc, queue, log)
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"the Celery worker did not start:\n{log.read_text()}")
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker consuming a private queue; tasks sent from the test go to that queue."""
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    worker = start_worker(queue, tmp_path / "worker.log")
+    try:
+        yield worker
+    finally:
+        app.conf.task_default_queue = previous
+        if worker.proc.poll() is None:
+            worker.proc.terminate()
+            try:
+                worker.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)
