@@ -1,6 +1,17 @@
-from django.contrib import admin
+from typing import Any
 
-from .models import Deployment, ModelArtifact
+from django.contrib import admin
+from django.http import HttpRequest
+
+from .models import (
+    Approval,
+    ChangeRequest,
+    Deployment,
+    DeploymentRevision,
+    HostLease,
+    JobStep,
+    ModelArtifact,
+)
 
 
 @admin.register(ModelArtifact)
@@ -12,5 +23,47 @@ class ModelArtifactAdmin(admin.ModelAdmin):
 
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
-    list_display = ("unit", "host", "model", "tensor_parallel_size", "port")
+    list_display = ("unit", "host", "model", "tensor_parallel_size", "port", "current_revision")
     list_filter = ("host",)
+    readonly_fields = ("current_revision",)
+
+
+class EvidenceAdmin(admin.ModelAdmin):
+    """Decisions and their records are changed only through the services, never by hand."""
+
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DeploymentRevision)
+class DeploymentRevisionAdmin(EvidenceAdmin):
+    list_display = ("deployment", "number", "model", "unit_sha256", "created_by", "created_at")
+
+
+@admin.register(ChangeRequest)
+class ChangeRequestAdmin(EvidenceAdmin):
+    list_display = ("id", "host", "kind", "status", "requested_by_name", "created_at")
+    list_filter = ("status", "kind")
+
+
+@admin.register(Approval)
+class ApprovalAdmin(EvidenceAdmin):
+    list_display = ("change", "decision", "approver_name", "created_at", "expires_at", "voided_at")
+
+
+@admin.register(JobStep)
+class JobStepAdmin(EvidenceAdmin):
+    list_display = ("change", "seq", "name", "status", "exit_status", "started_at")
+
+
+@admin.register(HostLease)
+class HostLeaseAdmin(EvidenceAdmin):
+    list_display = ("host", "holder", "fencing_token", "expires_at")
