@@ -18,7 +18,9 @@ from hosts.state import canonical_digest
 UNIT = "vllm-kimi-k25.service"
 _KEY = asyncssh.generate_private_key("ssh-ed25519")
 HOST_KEY = _KEY.export_public_key("openssh").decode().strip()
-CLIENT_KEY = asyncssh.generate_private_key("ssh-ed25519").export_private_key().decode()
+_CLIENT = asyncssh.generate_private_key("ssh-ed25519")
+CLIENT_KEY = _CLIENT.export_private_key().decode()
+CLIENT_PUBLIC_KEY = _CLIENT.export_public_key("openssh").decode().strip()
 
 
 def parsed_state(
