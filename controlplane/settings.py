@@ -115,7 +115,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / ".run" / "static")
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / ".run" / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "controlplane" / "static"]
 # Serve straight from the source folders when collectstatic has not run (the demo, tests).
@@ -159,8 +159,8 @@ LOGGING = {
 # --- audit anchoring ----------------------------------------------------------------------------
 # Checkpoints (sequence number, head hash, time) are signed with an Ed25519 key and appended to a
 # sink outside the database, so cutting off the newest events or recomputing the chain shows.
-AUDIT_CHECKPOINT_DIR = env.path(
-    "AUDIT_CHECKPOINT_DIR", default=BASE_DIR / ".run" / "audit-checkpoints"
+AUDIT_CHECKPOINT_DIR = Path(
+    env.str("AUDIT_CHECKPOINT_DIR", default=str(BASE_DIR / ".run" / "audit-checkpoints"))
 )
 # base64 of the 32-byte Ed25519 private seed; without it, one derived from SECRET_KEY (demo only).
 AUDIT_SIGNING_KEY = (
