@@ -6,6 +6,7 @@ Celery beat and the web server as child processes until Ctrl-C.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -17,19 +18,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
-
-from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
-
-DEMO_USERS = [
-    # (user name, password, roles, superuser)
-    ("admin", "admin-demo-pass", [], True),
-    ("olivia", "operator-demo-pass", [OPERATOR], False),
-    ("arthur", "approver-demo-pass", [APPROVER], False),
-    ("vick", "viewer-demo-pass", [VIEWER], False),
-]
 
 
 def _reachable(url: str, timeout: float = 1.0) -> bool:
@@ -69,7 +59,7 @@ class Command(BaseCommand):
                 )
             )
         call_command("migrate", interactive=False, verbosity=0)
-        self._demo_users()
+        call_command("demo_users", stdout=io.StringIO())
         py = sys.executable
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         celery = str(Path(py).with_name("celery"))
@@ -127,17 +117,6 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     proc.kill()
 
-    def _demo_users(self) -> None:
-        groups = ensure_role_groups()
-        for name, password, roles, superuser in DEMO_USERS:
-            user, created = User.objects.get_or_create(
-                username=name, defaults={"is_superuser": superuser, "is_staff": superuser}
-            )
-            if created:
-                user.set_password(password)
-                user.save()
-                user.groups.set([groups[r] for r in roles])
-
     def _wait_for_port(self, port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -151,7 +130,5 @@ class Command(BaseCommand):
     def _banner(self, bind: str) -> None:
         self.stdout.write(self.style.SUCCESS(f"\nControl plane: http://{bind}/"))
         self.stdout.write("Demo logins (user / password / role):")
-        for name, password, roles, superuser in DEMO_USERS:
-            role = "admin" if superuser else ", ".join(roles)
-            self.stdout.write(f"  {name:<8} {password:<20} {role}")
+        call_command("demo_users", stdout=self.stdout)
         self.stdout.write("Ctrl-C stops everything.\n")

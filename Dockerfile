@@ -1,0 +1,14 @@
+# One image for web, worker, beat and the simulated fleet.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY pyproject.toml ./
+COPY controlplane ./controlplane
+COPY hosts ./hosts
+COPY deployments ./deployments
+RUN pip install --no-cache-dir .
+COPY . .
+RUN useradd --create-home app && mkdir -p /app/.run && chown -R app /app/.run
+USER app
+EXPOSE 8000
+CMD ["gunicorn", "controlplane.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
