@@ -1,0 +1,930 @@
+"""The truth about one simulated GPU host: its GPUs, systemd units, engine processes and journal.
+
+Time-dependent behaviour (a model finishing its load, a start failing with OOM, systemd
+restarting a crashed unit) is evaluated lazily from timestamps whenever the state is read, so
+a host costs nothing between commands and 500 of them need no timers. Everything here runs on
+the simulator's event loop thread; nothing in this module blocks or does I/O.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import hashlib
+import math
+import random
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import catalog, journal
+
+GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+GPU_COUNT = 8
+GPU_MEMORY_MIB = 97887
+GPU_POWER_LIMIT_W = 600.0
+DRIVER_VERSION = "580.95.05"
+CUDA_CONTEXT_MIB = 620  # what a process holds on a GPU before it allocates anything
+ACTIVATION_MIB = 1800  # vLLM's profiling peak on top of the weights
+DEFAULT_LOAD_SECONDS = 3.0
+DEFAULT_SLOW_SECONDS = 5.0
+JOURNAL_MAX_LINES = 4000
+START_LIMIT_BURST = 5
+START_LIMIT_INTERVAL = 10.0
+
+FAULTS = (
+    "unreachable",
+    "slow",
+    "host_key_rotated",
+    "crash_on_start",
+    "incoherent",
+    "patched_file",
+    "gpu_driver_error",
+)
+PATCHED_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
+
+# How long after `systemctl start` each kind of failure surfaces, as a share of the load time.
+_FAIL_DELAY = {
+    "exec": 0.0,
+    "usage": 0.1,
+    "config": 0.1,
+    "port": 0.15,
+    "world_size": 0.15,
+    "missing_model": 0.2,
+    "free_memory": 0.3,
+    "no_kv_cache": 0.8,
+    "oom": 0.5,
+    "crash": 0.7,
+}
+
+
+def _fraction(*parts: object) -> float:
+    """A stable number in [0, 1) per host and purpose, so restarts reproduce the same fleet."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def gpu_uuid(host: str, index: int) -> str:
+    h = hashlib.sha256(f"{host}:gpu:{index}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def systemd_timestamp(wall: float | None) -> str:
+    """`Mon 2026-11-30 09:12:41 UTC`: how systemctl shows a timestamp on a host set to UTC."""
+    if wall is None:
+        return ""
+    return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%a %Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    index: int
+    uuid: str
+    idle_mib: int
+    idle_power_w: float
+    base_temp_c: int
+    phase: float
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """What `vllm serve` makes of its command line (only the flags that change behaviour)."""
+
+    binary: str
+    model_path: str
+    served_name: str
+    tensor_parallel_size: int = 1
+    port: int = 8000
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    non_default: tuple[tuple[str, object], ...] = ()
+    usage_error: str | None = None
+
+
+@dataclass(frozen=True)
+class UnitDefinition:
+    """A unit file as systemd loaded it (at daemon-reload or first use), not as it is on disk."""
+
+    text: str
+    description: str = ""
+    exec_start: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    restart: str = "no"
+    restart_sec: float = 0.1
+    bad_setting: str | None = None
+    engine: EngineArgs | None = None
+
+    @property
+    def visible_gpus(self) -> tuple[int, ...]:
+        for key, value in self.environment:
+            if key == "CUDA_VISIBLE_DEVICES":
+                try:
+                    return tuple(int(v) for v in value.split(",") if v.strip() != "")
+                except ValueError:
+                    return ()
+        return tuple(range(GPU_COUNT))
+
+
+@dataclass
+class Run:
+    """One incarnation of a unit's main process, from spawn to exit."""
+
+    pid: int
+    started_mono: float
+    started_wall: float
+    engine: EngineArgs | None
+    gpus: tuple[int, ...] = ()
+    weights_mib: float = 0.0  # per GPU
+    budget_mib: int = 0  # per GPU: gpu_memory_utilization * total
+    ready_at: float | None = None  # monotonic; None when the run is doomed
+    fail_at: float | None = None
+    failure: str | None = None
+    ready_logged: bool = False
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0})
+
+    def ready(self, now: float) -> bool:
+        return self.ready_at is not None and now >= self.ready_at
+
+    def usage_mib(self, gpu: GpuSpec, now: float) -> int:
+        """This process's memory on one GPU: context, then weights, then KV cache at ready."""
+        if gpu.index not in self.gpus:
+            return 0
+        if self.ready(now):
+            return max(0, min(GPU_MEMORY_MIB, self.budget_mib) - gpu.idle_mib)
+        end = self.ready_at if self.ready_at is not None else self.fail_at
+        if end is None:
+            return 0
+        f = min(1.0, max(0.0, (now - self.started_mono) / max(end - self.started_mono, 1e-6)))
+        if self.failure in ("exec", "usage", "config", "port", "world_size", "missing_model"):
+            return 0
+        if self.failure == "free_memory":
+            return int(CUDA_CONTEXT_MIB * f)
+        if self.failure == "oom":
+            room = max(0, GPU_MEMORY_MIB - gpu.idle_mib - CUDA_CONTEXT_MIB - 400)
+            return int(CUDA_CONTEXT_MIB + room * f)
+        if self.failure == "crash":
+            f *= 0.85  # dies during warmup, after the weights and before the KV cache
+        if f < 0.05:
+            return int(CUDA_CONTEXT_MIB * f / 0.05)
+        if f < 0.8:
+            return int(CUDA_CONTEXT_MIB + self.weights_mib * (f - 0.05) / 0.75)
+        return int(CUDA_CONTEXT_MIB + self.weights_mib + ACTIVATION_MIB)
+
+
+@dataclass
+class Unit:
+    name: str
+    definition: UnitDefinition | None  # None: not found
+    active_state: str = "inactive"
+    sub_state: str = "dead"
+    result: str = "success"
+    n_restarts: int = 0
+    active_enter_wall: float | None = None
+    active_exit_wall: float | None = None
+    run: Run | None = None
+    restart_at: float | None = None  # monotonic time of a pending automatic restart
+    recent_starts: list[float] = field(default_factory=list)
+
+    @property
+    def main_pid(self) -> int:
+        return self.run.pid if self.run else 0
+
+    @property
+    def load_state(self) -> str:
+        if self.definition is None:
+            return "not-found"
+        return "bad-setting" if self.definition.bad_setting else "loaded"
+
+    @property
+    def fragment_path(self) -> str:
+        return f"{catalog.UNIT_DIR}/{self.name}" if self.definition is not None else ""
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    uuid: str
+    name: str
+    memory_used_mib: int
+    memory_total_mib: int
+    power_draw_w: float
+    power_limit_w: float
+    utilization_pct: int
+    temperature_c: int
+    pstate: str
+
+
+@dataclass(frozen=True)
+class AppReading:
+    pid: int
+    process_name: str
+    used_memory_mib: int
+    gpu_index: int
+    gpu_uuid: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    wall: float
+    unit: str | None
+    ident: str
+    pid: int
+    message: str
+
+
+def parse_unit_file(text: str) -> UnitDefinition:
+    """Read the [Unit]/[Service] keys systemd would act on; other keys are ignored."""
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    section = ""
+    values: dict[tuple[str, str], list[str]] = {}
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1]
+            continue
+        if "=" in stripped:
+            key, value = stripped.split("=", 1)
+            values.setdefault((section, key.strip()), []).append(value.strip())
+
+    def last(sec: str, key: str, default: str = "") -> str:
+        found = values.get((sec, key))
+        return found[-1] if found else default
+
+    environment: list[tuple[str, str]] = []
+    for entry in values.get(("Service", "Environment"), []):
+        try:
+            words = shlex.split(entry)
+        except ValueError:
+            words = []
+        for word in words:
+            if "=" in word:
+                key, value = word.split("=", 1)
+                environment.append((key, value))
+    exec_lines = [v for v in values.get(("Service", "ExecStart"), []) if v]
+    bad = None
+    argv: tuple[str, ...] = ()
+    if not exec_lines:
+        bad = "Service has no ExecStart=, ExecStop=, or SuccessAction=. Refusing."
+    else:
+        command = exec_lines[-1].lstrip("-@:+!")
+        try:
+            argv = tuple(shlex.split(command))
+        except ValueError:
+            bad = f"Invalid command line, ignoring: {command}"
+        if argv and not argv[0].startswith("/"):
+            argv = (f"/usr/bin/{argv[0]}", *argv[1:])
+    try:
+        restart_sec = float(last("Service", "RestartSec", "0.1").rstrip("s") or 0.1)
+    except ValueError:
+        restart_sec = 0.1
+    return UnitDefinition(
+        text=text,
+        description=last("Unit", "Description"),
+        exec_start=argv,
+        environment=tuple(environment),
+        restart=last("Service", "Restart", "no"),
+        restart_sec=restart_sec,
+        bad_setting=bad,
+        engine=parse_vllm_argv(argv) if argv else None,
+    )
+
+
+_INT_FLAGS = {"--tensor-parallel-size": "tensor_parallel_size", "-tp": "tensor_parallel_size"}
+_INT_FLAGS |= {"--port": "port", "--max-model-len": "max_model_len"}
+_FLOAT_FLAGS = {"--gpu-memory-utilization": "gpu_memory_utilization"}
+
+
+def parse_vllm_argv(argv: tuple[str, ...]) -> EngineArgs | None:
+    """`vllm serve MODEL --flag value ...`; None when the command is not a vLLM server."""
+    if len(argv) < 2 or argv[0].rsplit("/", 1)[-1] != "vllm" or argv[1] != "serve":
+        return None
+    model = ""
+    served = ""
+    ints: dict[str, int] = {}
+    floats: dict[str, float] = {}
+    non_default: list[tuple[str, object]] = []
+    error = None
+    rest = list(argv[2:])
+    i = 0
+    while i < len(rest):
+        word = rest[i]
+        if not word.startswith("-"):
+            if not model:
+                model = word
+                non_default.append(("model_tag", word))
+            i += 1
+            continue
+        flag, eq, inline = word.partition("=")
+        if eq:
+            value: str | None = inline
+            i += 1
+        elif i + 1 < len(rest) and not rest[i + 1].startswith("--"):
+            value = rest[i + 1]
+            i += 2
+        else:
+            value = None
+            i += 1
+        key = flag.lstrip("-").replace("-", "_")
+        if flag in _INT_FLAGS or flag in _FLOAT_FLAGS:
+            if value is None:
+                error = f"argument {flag}: expected one argument"
+                continue
+            try:
+                if flag in _INT_FLAGS:
+                    ints[_INT_FLAGS[flag]] = int(value)
+                    non_default.append((_INT_FLAGS[flag], int(value)))
+                else:
+                    floats[_FLOAT_FLAGS[flag]] = float(value)
+                    non_default.append((_FLOAT_FLAGS[flag], float(value)))
+            except ValueError:
+                kind = "int" if flag in _INT_FLAGS else "float"
+                error = f"argument {flag}: invalid {kind} value: '{value}'"
+        elif flag == "--served-model-name":
+            served = value or ""
+            non_default.append(("served_model_name", [served]))
+        elif flag == "--model":
+            model = value or ""
+            non_default.append(("model", model))
+        else:
+            non_default.append((key, True if value is None else value))
+    if not model and error is None:
+        error = "the following arguments are required: model_tag"
+    if model:
+        non_default.insert(1, ("model", model))
+    return EngineArgs(
+        binary=argv[0],
+        model_path=model,
+        served_name=served or model,
+        tensor_parallel_size=ints.get("tensor_parallel_size", 1),
+        port=ints.get("port", 8000),
+        max_model_len=ints.get("max_model_len"),
+        gpu_memory_utilization=floats.get("gpu_memory_utilization", 0.9),
+        non_default=tuple(non_default),
+        usage_error=error,
+    )
+
+
+class Machine:
+    """One simulated host. Every method reads the clock and settles due transitions first."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        load_seconds: float = DEFAULT_LOAD_SECONDS,
+        slow_seconds: float = DEFAULT_SLOW_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        boot_unit: bool = True,
+    ) -> None:
+        self.name = name
+        self.clock = clock
+        self.wall = wall
+        self.load_seconds = load_seconds
+        self.slow_seconds = slow_seconds
+        self.faults: set[str] = set()
+        self.inflight_running = 0
+        self.inflight_waiting = 0
+        self.disk: dict[str, float] = dict(catalog.DEFAULT_DISK)
+        self.unit_files: dict[str, str] = {}
+        self.units: dict[str, Unit] = {}
+        self.integrity_modified: list[str] = []
+        self.integrity_missing: list[str] = []
+        self.integrity_added: list[str] = []
+        self.command_log: list[str] = []
+        self.journal: collections.deque[JournalEntry] = collections.deque(maxlen=JOURNAL_MAX_LINES)
+        self.rng = random.Random(f"simfleet:{name}")
+        self.gpus = tuple(
+            GpuSpec(
+                index=i,
+                uuid=gpu_uuid(name, i),
+                idle_mib=int(_fraction(name, i, "idle-mib") * 6),
+                idle_power_w=80.0 + 40.0 * _fraction(name, i, "power"),
+                base_temp_c=31 + int(_fraction(name, i, "temp") * 11),
+                phase=_fraction(name, i, "phase") * 2 * math.pi,
+            )
+            for i in range(GPU_COUNT)
+        )
+        self._next_pid = 2000 + self.rng.randint(0, 6000)
+        if boot_unit:
+            self._boot()
+
+    # --- time ------------------------------------------------------------------------------
+
+    def _wall_of(self, mono: float) -> float:
+        return self.wall() - (self.clock() - mono)
+
+    def tick(self) -> float:
+        now = self.clock()
+        for unit in list(self.units.values()):
+            self._settle(unit, now)
+        return now
+
+    def _settle(self, unit: Unit, now: float) -> None:
+        while True:
+            run = unit.run
+            if run is None:
+                if unit.restart_at is not None and unit.restart_at <= now:
+                    at = unit.restart_at
+                    unit.restart_at = None
+                    unit.n_restarts += 1
+                    self._spawn(unit, at)
+                    continue
+                return
+            if run.failure is not None and run.fail_at is not None and run.fail_at <= now:
+                self._exit_failed(unit, run, run.fail_at)
+                continue
+            if run.ready_at is not None and not run.ready_logged and run.ready_at <= now:
+                run.ready_logged = True
+                self._log_lines(
+                    unit, run, run.ready_at, journal.ready_lines(self, unit.name, run, run.ready_at)
+                )
+            return
+
+    # --- journal ---------------------------------------------------------------------------
+
+    def log(self, unit: str | None, message: str, *, wall: float, ident: str, pid: int) -> None:
+        for line in message.split("\n"):
+            self.journal.append(JournalEntry(wall, unit, ident, pid, line))
+
+    def _log_lines(self, unit: Unit, run: Run, mono: float, lines: Iterable[str]) -> None:
+        wall = self._wall_of(mono)
+        for line in lines:
+            self.log(unit.name, line, wall=wall, ident="vllm", pid=run.pid)
+
+    def _log_systemd(self, unit: Unit, message: str, mono: float | None = None) -> None:
+        wall = self.wall() if mono is None else self._wall_of(mono)
+        self.log(unit.name, message, wall=wall, ident="systemd", pid=1)
+
+    def journal_lines(self, units: Iterable[str] | None, count: int | None) -> list[JournalEntry]:
+        self.tick()
+        wanted = set(units) if units is not None else None
+        entries = [e for e in self.journal if wanted is None or e.unit in wanted]
+        if count is not None:
+            entries = entries[-count:] if count > 0 else []
+        return entries
+
+    # --- units -----------------------------------------------------------------------------
+
+    def unit_path(self, name: str) -> str:
+        return f"{catalog.UNIT_DIR}/{name}"
+
+    def lookup_unit(self, name: str) -> Unit | None:
+        """The unit as systemd knows it, loading its file on first reference like systemd."""
+        unit = self.units.get(name)
+        if unit is not None and (unit.definition is not None or unit.run is not None):
+            return unit
+        text = self.unit_files.get(self.unit_path(name))
+        if text is None:
+            return None
+        if unit is None:
+            unit = self.units[name] = Unit(name=name, definition=parse_unit_file(text))
+        else:
+            unit.definition = parse_unit_file(text)
+        return unit
+
+    def needs_daemon_reload(self, unit: Unit) -> bool:
+        on_disk = self.unit_files.get(self.unit_path(unit.name))
+        loaded = unit.definition.text if unit.definition else None
+        return on_disk != loaded
+
+    def daemon_reload(self) -> None:
+        self.tick()
+        for name, unit in list(self.units.items()):
+            text = self.unit_files.get(self.unit_path(name))
+            unit.definition = parse_unit_file(text) if text is not None else None
+            if unit.definition is None and unit.run is None:
+                del self.units[name]
+        for path in self.unit_files:
+            if path.startswith(catalog.UNIT_DIR + "/") and path.endswith(".service"):
+                self.lookup_unit(path[len(catalog.UNIT_DIR) + 1 :])
+
+    def start(self, unit: Unit) -> None:
+        now = self.tick()
+        if unit.run is not None:
+            return
+        unit.restart_at = None
+        unit.recent_starts = []
+        self._spawn(unit, now)
+
+    def stop(self, unit: Unit) -> None:
+        now = self.tick()
+        unit.restart_at = None
+        run = unit.run
+        if run is None:
+            if unit.active_state != "failed":
+                unit.active_state, unit.sub_state = "inactive", "dead"
+            return
+        desc = self._describe(unit)
+        self._log_systemd(unit, f"Stopping {desc}...", now)
+        if run.engine is not None and run.ready(now):
+            self._log_lines(unit, run, now, journal.shutdown_lines(run, now))
+        unit.run = None
+        unit.active_state, unit.sub_state, unit.result = "inactive", "dead", "success"
+        unit.active_exit_wall = self._wall_of(now)
+        self._log_systemd(unit, f"{unit.name}: Deactivated successfully.", now)
+        self._log_systemd(unit, f"Stopped {desc}.", now)
+
+    def restart(self, unit: Unit) -> None:
+        self.stop(unit)
+        self.start(unit)
+
+    def kill(self, unit: Unit, kind: str = "crash") -> None:
+        """The main process dies now (a crash nobody asked for); Restart= decides what follows."""
+        now = self.tick()
+        run = unit.run
+        if run is None:
+            return
+        run.failure, run.fail_at, run.ready_at = kind, now, None
+        self._settle(unit, now)
+
+    def _describe(self, unit: Unit) -> str:
+        desc = unit.definition.description if unit.definition else ""
+        return f"{unit.name} - {desc}" if desc else unit.name
+
+    def _alloc_pid(self) -> int:
+        self._next_pid += self.rng.randint(180, 2400)
+        if self._next_pid > 4_000_000:
+            self._next_pid = 3000 + self.rng.randint(0, 5000)
+        return self._next_pid
+
+    def _spawn(self, unit: Unit, at: float, *, booted: bool = False) -> None:
+        definition = unit.definition
+        if definition is None or definition.bad_setting:
+            return
+        unit.recent_starts = [t for t in unit.recent_starts if at - t < START_LIMIT_INTERVAL]
+        unit.recent_starts.append(at)
+        pid = self._alloc_pid()
+        wall = self._wall_of(at)
+        run = Run(pid=pid, started_mono=at, started_wall=wall, engine=definition.engine)
+        unit.run = run
+        unit.active_state, unit.sub_state, unit.result = "active", "running", "success"
+        unit.active_enter_wall = wall
+        self._log_systemd(unit, f"Started {self._describe(unit)}.", at)
+        binary = definition.exec_start[0] if definition.exec_start else ""
+        if binary not in self.executables():
+            self._doom(run, "exec", at)
+            return
+        engine = run.engine
+        if engine is None:
+            run.ready_at = at  # some other program: it just runs
+            run.ready_logged = True
+            return
+        self._plan_engine(unit, run, engine, definition, at, booted=booted)
+
+    def executables(self) -> set[str]:
+        return {catalog.VLLM_BINARY, "/usr/bin/sleep", "/usr/bin/python3", "/bin/sleep"}
+
+    def _plan_engine(
+        self,
+        unit: Unit,
+        run: Run,
+        engine: EngineArgs,
+        definition: UnitDefinition,
+        at: float,
+        *,
+        booted: bool,
+    ) -> None:
+        """Decide at spawn time how this start ends, as vLLM would find out while loading."""
+        self._log_lines(unit, run, at, journal.startup_lines(self, unit.name, run, engine))
+        if engine.usage_error:
+            self._doom(run, "usage", at)
+            return
+        if not 0 < engine.gpu_memory_utilization <= 1:
+            self._doom(run, "config", at)
+            return
+        visible = [g for g in definition.visible_gpus if 0 <= g < GPU_COUNT]
+        tp = engine.tensor_parallel_size
+        if tp < 1 or tp > len(visible):
+            self._doom(run, "world_size", at)
+            return
+        for other in self.units.values():
+            if other is unit or other.run is None or other.run.engine is None:
+                continue
+            if other.run.failure is None and other.run.engine.port == engine.port:
+                self._doom(run, "port", at)
+                return
+        weights_gib = self.disk.get(engine.model_path.rstrip("/"))
+        if weights_gib is None:
+            self._doom(run, "missing_model", at)
+            return
+        run.gpus = tuple(visible[:tp])
+        run.budget_mib = int(engine.gpu_memory_utilization * GPU_MEMORY_MIB)
+        run.weights_mib = weights_gib * 1024 / tp
+        now = self.clock()
+        for gpu in run.gpus:
+            spec = self.gpus[gpu]
+            used_by_others = sum(
+                other.run.usage_mib(spec, now)
+                for other in self.units.values()
+                if other is not unit and other.run is not None
+            )
+            if GPU_MEMORY_MIB - spec.idle_mib - used_by_others < run.budget_mib:
+                self._doom(run, "free_memory", at)
+                return
+        if run.weights_mib > run.budget_mib:
+            self._doom(run, "oom", at)
+            return
+        if run.weights_mib + ACTIVATION_MIB + CUDA_CONTEXT_MIB > run.budget_mib:
+            self._doom(run, "no_kv_cache", at)
+            return
+        if "crash_on_start" in self.faults and not booted:
+            self._doom(run, "crash", at)
+            return
+        run.ready_at = at if booted else at + self.load_seconds
+
+    def _doom(self, run: Run, kind: str, at: float) -> None:
+        run.failure = kind
+        run.fail_at = at + self.load_seconds * _FAIL_DELAY.get(kind, 0.5)
+        run.ready_at = None
+
+    def _exit_failed(self, unit: Unit, run: Run, at: float) -> None:
+        kind = run.failure or "crash"
+        self._log_lines(unit, run, at, journal.failure_lines(self, unit.name, run, kind, at))
+        unit.run = None
+        unit.active_exit_wall = self._wall_of(at)
+        if kind == "exec":
+            binary = run_binary(unit)
+            self._log_systemd(
+                unit,
+                f"{unit.name}: Unable to locate executable '{binary}': No such file or directory",
+                at,
+            )
+            self._log_systemd(
+                unit,
+                f"{unit.name}: Failed at step EXEC spawning {binary}: No such file or directory",
+                at,
+            )
+            status = "203/EXEC"
+        else:
+            status = "1/FAILURE"
+        self._log_systemd(
+            unit, f"{unit.name}: Main process exited, code=exited, status={status}", at
+        )
+        self._log_systemd(unit, f"{unit.name}: Failed with result 'exit-code'.", at)
+        unit.active_state, unit.sub_state, unit.result = "failed", "failed", "exit-code"
+        restart = unit.definition.restart if unit.definition else "no"
+        if restart in ("always", "on-failure"):
+            if len(unit.recent_starts) >= START_LIMIT_BURST:
+                unit.result = "start-limit-hit"
+                self._log_systemd(unit, f"{unit.name}: Start request repeated too quickly.", at)
+                self._log_systemd(unit, f"{unit.name}: Failed with result 'start-limit-hit'.", at)
+                self._log_systemd(unit, f"Failed to start {self._describe(unit)}.", at)
+                return
+            delay = unit.definition.restart_sec if unit.definition else 0.1
+            unit.active_state, unit.sub_state = "activating", "auto-restart"
+            unit.restart_at = at + delay
+        else:
+            self._log_systemd(unit, f"Failed to start {self._describe(unit)}.", at)
+
+    def _boot(self) -> None:
+        """The state a fleet comes up in: the default unit has been serving for a while."""
+        path = self.unit_path(catalog.DEFAULT_UNIT)
+        self.unit_files[path] = catalog.unit_file_text()
+        unit = self.lookup_unit(catalog.DEFAULT_UNIT)
+        assert unit is not None
+        uptime = 3600 * (2 + 460 * _fraction(self.name, "uptime"))
+        self._spawn(unit, self.clock() - uptime, booted=True)
+        if unit.run is not None and unit.run.ready_at is not None:
+            unit.run.ready_logged = True
+            self._log_lines(
+                unit,
+                unit.run,
+                unit.run.ready_at,
+                journal.ready_lines(self, unit.name, unit.run, unit.run.ready_at),
+            )
+
+    # --- GPUs ------------------------------------------------------------------------------
+
+    def _busy_gpus(self, now: float) -> dict[int, float]:
+        load = 0.0 if self.inflight_running <= 0 else min(1.0, 0.35 + self.inflight_running / 48)
+        busy: dict[int, float] = {}
+        if load:
+            for unit in self.units.values():
+                if unit.run is not None and unit.run.ready(now) and unit.run.gpus:
+                    for g in unit.run.gpus:
+                        busy[g] = load
+        return busy
+
+    def gpu_readings(self) -> list[GpuReading]:
+        now = self.tick()
+        wall = self.wall()
+        busy = self._busy_gpus(now)
+        readings = []
+        runs = [u.run for u in self.units.values() if u.run is not None]
+        for gpu in self.gpus:
+            used_by_runs = sum(run.usage_mib(gpu, now) for run in runs)
+            used = min(GPU_MEMORY_MIB, gpu.idle_mib + used_by_runs)
+            wobble = math.sin(wall / 23.0 + gpu.phase) + 0.5 * math.sin(wall / 5.3 + 2 * gpu.phase)
+            load = busy.get(gpu.index, 0.0)
+            held = used_by_runs > 0
+            if load:
+                power = 330.0 + 240.0 * load + 9.0 * wobble
+                util = int(min(100, max(1, 62 + 38 * load + 3 * wobble)))
+                temp = gpu.base_temp_c + 18 + int(14 * load + wobble)
+                pstate = "P0"
+            else:
+                power = gpu.idle_power_w + (9.0 if held else 0.0) + 1.2 * wobble
+                util = 0
+                temp = min(45, max(30, gpu.base_temp_c + (2 if held else 0) + round(wobble / 1.5)))
+                pstate = "P1" if held else "P8"
+            readings.append(
+                GpuReading(
+                    index=gpu.index,
+                    uuid=gpu.uuid,
+                    name=GPU_NAME,
+                    memory_used_mib=used,
+                    memory_total_mib=GPU_MEMORY_MIB,
+                    power_draw_w=round(min(GPU_POWER_LIMIT_W, power), 2),
+                    power_limit_w=GPU_POWER_LIMIT_W,
+                    utilization_pct=util,
+                    temperature_c=temp,
+                    pstate=pstate,
+                )
+            )
+        return readings
+
+    def compute_apps(self) -> list[AppReading]:
+        now = self.tick()
+        apps = []
+        for unit in self.units.values():
+            run = unit.run
+            if run is None or run.engine is None:
+                continue
+            for rank, g in enumerate(run.gpus):
+                used = run.usage_mib(self.gpus[g], now)
+                if used > 0:
+                    apps.append(
+                        AppReading(
+                            pid=run.pid + rank,
+                            process_name=f"VLLM::Worker_TP{rank}",
+                            used_memory_mib=used,
+                            gpu_index=g,
+                            gpu_uuid=self.gpus[g].uuid,
+                            unit=unit.name,
+                        )
+                    )
+        apps.sort(key=lambda a: (a.gpu_index, a.pid))
+        return apps
+
+    # --- inference servers -----------------------------------------------------------------
+
+    def server_on_port(self, port: int) -> tuple[Unit, Run] | None:
+        """The unit whose engine accepts connections on `port` (only once it has loaded)."""
+        now = self.tick()
+        for unit in self.units.values():
+            run = unit.run
+            if run and run.engine and run.engine.port == port and run.ready(now):
+                return unit, run
+        return None
+
+    def max_model_len(self, engine: EngineArgs) -> int:
+        if engine.max_model_len:
+            return engine.max_model_len
+        model = catalog.MODELS_BY_PATH.get(engine.model_path.rstrip("/"))
+        return model.max_model_len if model else 32768
+
+    def kv_cache_usage(self) -> float:
+        if self.inflight_running <= 0:
+            return 0.0
+        return round(min(1.0, 0.04 + 0.021 * self.inflight_running), 4)
+
+    def set_inflight(self, running: int, waiting: int = 0) -> None:
+        self.inflight_running = max(0, int(running))
+        self.inflight_waiting = max(0, int(waiting))
+
+    # --- out-of-band changes (what tests use to create drift) ------------------------------
+
+    def write_file(self, path: str, content: str) -> None:
+        self.unit_files[path] = content
+
+    def remove_file(self, path: str) -> None:
+        self.unit_files.pop(path, None)
+
+    def set_fault(self, fault: str, on: bool = True) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        if on:
+            self.faults.add(fault)
+        else:
+            self.faults.discard(fault)
+
+    def integrity(self, dist: str) -> dict[str, Any] | None:
+        """What the integrity script prints for `dist` on this host's engine install."""
+        known = {"vllm": ("vllm", catalog.VLLM_VERSION, 1873), "torch": ("torch", "2.9.0", 15734)}
+        norm = dist.lower().replace("_", "-").replace(".", "-")
+        if norm not in known:
+            return None
+        name, version, checked = known[norm]
+        modified = list(self.integrity_modified) if name == "vllm" else []
+        if name == "vllm" and "patched_file" in self.faults and PATCHED_FILE not in modified:
+            modified.append(PATCHED_FILE)
+        missing = list(self.integrity_missing) if name == "vllm" else []
+        added = list(self.integrity_added) if name == "vllm" else []
+        return {
+            "dist": name,
+            "version": version,
+            "checked": checked,
+            "modified": sorted(modified),
+            "missing": sorted(missing),
+            "added": sorted(added),
+        }
+
+    # --- the whole truth, for tests --------------------------------------------------------
+
+    def unit_snapshot(self, unit: Unit, now: float) -> dict[str, Any]:
+        run = unit.run
+        engine = run.engine if run else None
+        if run is None:
+            phase = "failed" if unit.active_state == "failed" else "stopped"
+            if unit.restart_at is not None:
+                phase = "auto-restart"
+        elif engine is None:
+            phase = "running"
+        elif run.ready(now):
+            phase = "ready"
+        elif run.failure:
+            phase = "failing"
+        else:
+            phase = "loading"
+        definition = unit.definition
+        return {
+            "unit": unit.name,
+            "load_state": unit.load_state,
+            "active_state": unit.active_state,
+            "sub_state": unit.sub_state,
+            "main_pid": unit.main_pid,
+            "active_enter_timestamp": systemd_timestamp(unit.active_enter_wall),
+            "n_restarts": unit.n_restarts,
+            "fragment_path": unit.fragment_path,
+            "result": unit.result,
+            "need_daemon_reload": self.needs_daemon_reload(unit),
+            "phase": phase,
+            "healthy": phase == "ready",
+            "failure": run.failure if run else None,
+            "model_path": engine.model_path if engine else None,
+            "served_name": engine.served_name if engine else None,
+            "port": engine.port if engine else None,
+            "tensor_parallel_size": engine.tensor_parallel_size if engine else None,
+            "max_model_len": self.max_model_len(engine) if engine else None,
+            "gpu_memory_utilization": engine.gpu_memory_utilization if engine else None,
+            "gpus": list(run.gpus) if run else [],
+            "definition_sha256": (
+                hashlib.sha256(definition.text.encode()).hexdigest() if definition else None
+            ),
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        now = self.tick()
+        for path in list(self.unit_files):
+            if path.startswith(catalog.UNIT_DIR + "/") and path.endswith(".service"):
+                self.lookup_unit(path[len(catalog.UNIT_DIR) + 1 :])
+        units = {
+            name: self.unit_snapshot(u, now)
+            for name, u in sorted(self.units.items())
+            if u.definition is not None or u.run is not None
+        }
+        return {
+            "name": self.name,
+            "faults": sorted(self.faults),
+            "load_seconds": self.load_seconds,
+            "slow_seconds": self.slow_seconds,
+            "inflight": {"running": self.inflight_running, "waiting": self.inflight_waiting},
+            "gpus": [
+                {k: v for k, v in r.__dict__.items() if k != "pstate"} for r in self.gpu_readings()
+            ],
+            "compute_apps": [a.__dict__.copy() for a in self.compute_apps()],
+            "units": units,
+            "models": sorted(
+                {u["served_name"] for u in units.values() if u["healthy"] and u["served_name"]}
+            ),
+            "unit_files": {
+                path: {"sha256": hashlib.sha256(text.encode()).hexdigest(), "content": text}
+                for path, text in sorted(self.unit_files.items())
+            },
+            "disk": dict(sorted(self.disk.items())),
+            "integrity": self.integrity("vllm"),
+        }
+
+
+def run_binary(unit: Unit) -> str:
+    if unit.definition and unit.definition.exec_start:
+        return unit.definition.exec_start[0]
+    return ""
