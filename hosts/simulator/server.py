@@ -345,7 +345,7 @@ class SimFleet:
         key_dir = self.state_dir / "hostkeys"
         self.client_key_path = self.state_dir / CLIENT_KEY_NAME
         client_key = _load_or_create_key(self.client_key_path)
-        self.client_private_key = client_key.export_private_key("openssh").decode()
+        self.client_private_key = self.client_key_path.read_text()  # stable, unlike re-export
         self.client_public_key = public_key_text(client_key)
         client_public_data = client_key.public_data
         self.hosts: list[SimHost] = []
