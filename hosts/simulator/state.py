@@ -30,6 +30,7 @@ CUDA_CONTEXT_MIB = 620  # what a process holds on a GPU before it allocates anyt
 ACTIVATION_MIB = 1800  # vLLM's profiling peak on top of the weights
 DEFAULT_LOAD_SECONDS = 3.0
 DEFAULT_SLOW_SECONDS = 5.0
+BOOT_LOAD_SECONDS = 214.0  # how long the model took to load when the fleet's hosts booted
 JOURNAL_MAX_LINES = 4000
 START_LIMIT_BURST = 5
 START_LIMIT_INTERVAL = 10.0
@@ -416,7 +417,7 @@ class Machine:
                 index=i,
                 uuid=gpu_uuid(name, i),
                 idle_mib=int(_fraction(name, i, "idle-mib") * 6),
-                idle_power_w=80.0 + 40.0 * _fraction(name, i, "power"),
+                idle_power_w=82.0 + 30.0 * _fraction(name, i, "power"),
                 base_temp_c=31 + int(_fraction(name, i, "temp") * 11),
                 phase=_fraction(name, i, "phase") * 2 * math.pi,
             )
@@ -648,7 +649,7 @@ class Machine:
         if "crash_on_start" in self.faults and not booted:
             self._doom(run, "crash", at)
             return
-        run.ready_at = at if booted else at + self.load_seconds
+        run.ready_at = at + (BOOT_LOAD_SECONDS if booted else self.load_seconds)
 
     def _doom(self, run: Run, kind: str, at: float) -> None:
         run.failure = kind
@@ -691,8 +692,6 @@ class Machine:
             delay = unit.definition.restart_sec if unit.definition else 0.1
             unit.active_state, unit.sub_state = "activating", "auto-restart"
             unit.restart_at = at + delay
-        else:
-            self._log_systemd(unit, f"Failed to start {self._describe(unit)}.", at)
 
     def _boot(self) -> None:
         """The state a fleet comes up in: the default unit has been serving for a while."""
@@ -700,7 +699,7 @@ class Machine:
         self.unit_files[path] = catalog.unit_file_text()
         unit = self.lookup_unit(catalog.DEFAULT_UNIT)
         assert unit is not None
-        uptime = 3600 * (2 + 460 * _fraction(self.name, "uptime"))
+        uptime = 3600 * (2 + 460 * _fraction(self.name, "uptime")) + BOOT_LOAD_SECONDS
         self._spawn(unit, self.clock() - uptime, booted=True)
         if unit.run is not None and unit.run.ready_at is not None:
             unit.run.ready_logged = True
@@ -741,7 +740,7 @@ class Machine:
                 temp = gpu.base_temp_c + 18 + int(14 * load + wobble)
                 pstate = "P0"
             else:
-                power = gpu.idle_power_w + (9.0 if held else 0.0) + 1.2 * wobble
+                power = gpu.idle_power_w + (6.0 if held else 0.0) + 1.2 * wobble
                 util = 0
                 temp = min(45, max(30, gpu.base_temp_c + (2 if held else 0) + round(wobble / 1.5)))
                 pstate = "P1" if held else "P8"

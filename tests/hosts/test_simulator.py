@@ -63,7 +63,7 @@ def test_probe_script_parses_into_the_simulators_truth(sim_fleet: FleetHandle) -
     assert [g.uuid for g in parsed.gpus] == [g["uuid"] for g in truth["gpus"]]
     assert [g.memory_used_mib for g in parsed.gpus] == [FULL] * 8
     assert [g.memory_used_mib for g in parsed.gpus] == [g["memory_used_mib"] for g in truth["gpus"]]
-    assert all(80 <= g.power_draw_w <= 135 for g in parsed.gpus if g.power_draw_w)
+    assert all(80 <= (g.power_draw_w or 0) <= 120 for g in parsed.gpus)
     assert [a.pid for a in parsed.compute_apps] == [a["pid"] for a in truth["compute_apps"]]
     dep = parsed.deployments[UNIT]
     unit_truth = truth["units"][UNIT]
@@ -186,7 +186,7 @@ def test_swapping_the_model_loads_then_serves(sim_fleet: FleetHandle) -> None:
 
 
 def test_memory_grows_while_loading(make_fleet) -> None:
-    fleet = make_fleet(1, load_seconds=1.0)
+    fleet = make_fleet(1, load_seconds=2.0)
     action(fleet, *commands.unit_action("restart", UNIT))
     samples = []
     for _ in range(5):
@@ -219,9 +219,10 @@ def test_oversized_model_fails_with_cuda_oom(sim_fleet: FleetHandle) -> None:
     out, status = run(sim_fleet, commands.unit_journal(UNIT, 60))
     assert status == 0
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in out
-    assert out.rstrip().endswith(
-        f"Failed to start {UNIT} - vLLM server kimi-k2.5 (controlplane revision 1)."
-    )
+    assert out.splitlines()[-2:] == [
+        f"{UNIT}: Main process exited, code=exited, status=1/FAILURE",
+        f"{UNIT}: Failed with result 'exit-code'.",
+    ]
     assert len(out.splitlines()) == 60
     assert health(sim_fleet)[1] == 7
     assert all(int(line.split(", ")[3].split()[0]) <= 5 for line in gpu_lines(sim_fleet))
