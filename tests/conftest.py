@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
-from django.db.backends.signals import connection_created
+from django.db.backends.postgresql.base import DatabaseWrapper as PostgresWrapper
+from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
 
@@ -13,15 +16,40 @@ pytest_plugins = ["tests.fleet", "tests.workers"]
 PASSWORD = "correct-horse-battery-staple"
 
 
-def _allow_test_database_flush(sender: object, connection: object, **kwargs: object) -> None:
-    """Tests that commit (real workers, concurrency) empty the database afterwards with
-    TRUNCATE, which the audit table's trigger refuses unless the session opts in."""
-    if getattr(connection, "vendor", "") == "postgresql":
-        with connection.cursor() as cursor:  # type: ignore[attr-defined]
-            cursor.execute("SET controlplane.audit_allow_truncate = 'on'")
+def _flush_with_audit_triggers_lifted(ops: Any, sql_list: list[str]) -> None:
+    """Transactional tests (real workers, concurrency) empty the test database afterwards. The
+    audit table refuses that by design, so the flush lifts its triggers in the same transaction,
+    with the privileges only the test database's owner has."""
+    vendor = ops.connection.vendor
+    if vendor == "postgresql":
+        sql_list = [
+            "ALTER TABLE audit_auditevent DISABLE TRIGGER USER",
+            *sql_list,
+            "ALTER TABLE audit_auditevent ENABLE TRIGGER USER",
+        ]
+    elif vendor == "sqlite":
+        triggers = _sqlite_audit_triggers(ops.connection)
+        sql_list = [*(f"DROP TRIGGER {name}" for name, _ in triggers), *sql_list]
+        sql_list += [sql for _, sql in triggers]
+    _original_flush[vendor](ops, sql_list)
 
 
-connection_created.connect(_allow_test_database_flush, dispatch_uid="tests-allow-flush")
+def _sqlite_audit_triggers(connection: Any) -> list[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+            "AND tbl_name = 'audit_auditevent'"
+        )
+        return list(cursor.fetchall())
+
+
+_original_flush: dict[str, Any] = {}
+for _vendor, _ops in (
+    ("postgresql", PostgresWrapper.ops_class),
+    ("sqlite", SQLiteWrapper.ops_class),
+):
+    _original_flush[_vendor] = _ops.execute_sql_flush
+    _ops.execute_sql_flush = _flush_with_audit_triggers_lifted  # type: ignore[method-assign]
 
 
 def _user(username: str, *roles: str, superuser: bool = False) -> User:

@@ -5,11 +5,6 @@ from django.db import migrations
 PG_INSTALL = """
 CREATE OR REPLACE FUNCTION audit_event_refuse_change() RETURNS trigger AS $$
 BEGIN
-    -- Only a test database is ever emptied: its sessions opt in to TRUNCATE explicitly.
-    IF TG_OP = 'TRUNCATE'
-       AND current_setting('controlplane.audit_allow_truncate', true) = 'on' THEN
-        RETURN NULL;
-    END IF;
     RAISE EXCEPTION 'audit_auditevent is append-only: % refused', TG_OP
         USING ERRCODE = 'insufficient_privilege';
 END;
