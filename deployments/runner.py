@@ -344,15 +344,20 @@ class Job:
             unit = (after.parsed.get("deployments") or {}).get(self.deployment.unit) or {}
             active = (unit.get("unit") or {}).get("active_state")
             served = (unit.get("server") or {}).get("models") or []
-            step.output = f"snapshot #{after.pk}: {active}, serving {served or 'nothing'}"
+            roots = (unit.get("server") or {}).get("model_roots") or []
+            step.output = f"snapshot #{after.pk}: {active}, serving {served or 'nothing'} {roots}"
             if self.change.kind == ChangeKind.STOP:
                 if active not in {"inactive", "failed"}:
                     raise VerificationFailed(f"the service is {active} after stop")
                 return
-            if revision is not None and revision.model.served_name not in served:
+            if revision is None:
+                return
+            if revision.model.served_name not in served:
                 raise VerificationFailed(
                     f"the host serves {served or 'nothing'}, not {revision.model.served_name}"
                 )
+            if roots and revision.model.path not in roots:
+                raise VerificationFailed(f"the server loaded {roots}, not {revision.model.path}")
 
     def restore(self, why: str) -> None:
         """Put the previous revision back and verify it; ends the job rolled_back or failed."""

@@ -68,6 +68,7 @@ def snapshot_summary(snapshot: StateSnapshot | None) -> dict[str, Any]:
         "main_pid": unit_state.get("main_pid"),
         "healthy": server.get("healthy"),
         "model": ", ".join(server.get("models") or []),
+        "model_root": ", ".join(server.get("model_roots") or []),
         "gpus": gpus,
         "power_w": round(sum(g.get("power_draw_w") or 0 for g in gpus), 1) if gpus else None,
         "utilization_pct": (

@@ -120,6 +120,7 @@ def material_fingerprint(parsed: dict[str, Any]) -> dict[str, Any]:
         fingerprint[f"{unit}.main_pid"] = unit_state.get("main_pid")
         fingerprint[f"{unit}.unit_file_sha256"] = dep.get("unit_file_sha256")
         fingerprint[f"{unit}.model"] = sorted(server.get("models") or [])
+        fingerprint[f"{unit}.model_root"] = sorted(server.get("model_roots") or [])
     return fingerprint
 
 
