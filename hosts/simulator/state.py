@@ -892,14 +892,14 @@ class Machine:
 
     def snapshot(self) -> dict[str, Any]:
         now = self.tick()
-        for path in list(self.unit_files):
-            if path.startswith(catalog.UNIT_DIR + "/") and path.endswith(".service"):
-                self.lookup_unit(path[len(catalog.UNIT_DIR) + 1 :])
-        units = {
-            name: self.unit_snapshot(u, now)
-            for name, u in sorted(self.units.items())
-            if u.definition is not None or u.run is not None
-        }
+        known = {n: u for n, u in self.units.items() if u.definition is not None or u.run}
+        for path, text in self.unit_files.items():
+            name = path[len(catalog.UNIT_DIR) + 1 :]
+            if path.startswith(catalog.UNIT_DIR + "/") and name.endswith(".service"):
+                # Described as systemd would load it, without loading it: looking must not
+                # freeze a definition that a later daemon-reload or start should pick up.
+                known.setdefault(name, Unit(name=name, definition=parse_unit_file(text)))
+        units = {name: self.unit_snapshot(u, now) for name, u in sorted(known.items())}
         return {
             "name": self.name,
             "faults": sorted(self.faults),

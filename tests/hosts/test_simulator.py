@@ -369,3 +369,17 @@ def test_host_keys_and_client_key_survive_a_restart(tmp_path) -> None:
 @pytest.mark.parametrize("user", ["root", "anyone"])
 def test_any_user_name_with_the_client_key_is_accepted(sim_fleet: FleetHandle, user: str) -> None:
     assert ssh(sim_fleet, "gpu-02", "whoami", username=user).stdout == f"{user}\n"
+
+
+def test_reading_state_does_not_load_new_unit_files(sim_fleet: FleetHandle) -> None:
+    first = catalog.unit_file_text(port=8001, served_name="first")
+    sim_fleet.set_unit_file("gpu-01", "extra.service", first)
+    assert sim_fleet.state("gpu-01")["units"]["extra.service"]["load_state"] == "loaded"
+    second = catalog.unit_file_text(
+        model_path="/models/Qwen/Qwen3-235B-A22B-FP8", served_name="second", port=8001
+    )
+    sim_fleet.set_unit_file("gpu-01", "extra.service", second)
+    sim_fleet.stop_unit("gpu-01")
+    sim_fleet.start_unit("gpu-01", "extra.service")  # first reference: systemd reads it now
+    unit = sim_fleet.wait_for_unit("gpu-01", "extra.service", "ready", timeout=5)
+    assert unit["served_name"] == "second"
