@@ -22,7 +22,8 @@ class AuditContext:
     user_agent: str = ""
 
 
-_current: ContextVar[AuditContext] = ContextVar("audit_context", default=AuditContext())
+# AuditContext is frozen, so one shared default instance cannot be mutated through.
+_current: ContextVar[AuditContext] = ContextVar("audit_context", default=AuditContext())  # noqa: B039
 
 
 def current() -> AuditContext:

@@ -6,6 +6,8 @@ from typing import Any, NoReturn
 
 from django.db import models
 
+from .fields import CanonicalJSONField
+
 
 class AuditLogIsAppendOnly(Exception):
     """Raised on any attempt to change or remove an audit event through the ORM."""
@@ -23,7 +25,9 @@ class AuditEvent(models.Model):
     """One decision or step. Copies labels (actor, target, host) so it outlives what it names.
 
     `hash` is SHA-256 over the event's canonical JSON, which includes `prev_hash`, so editing,
-    removing or reordering an event breaks the chain from that point on.
+    removing or reordering an event breaks the chain from that point on. Signed checkpoints
+    outside the database (checkpoints.py) catch what the chain alone cannot: the newest events
+    cut off, or the whole chain recomputed.
     """
 
     seq = models.BigIntegerField(primary_key=True)
@@ -40,7 +44,7 @@ class AuditEvent(models.Model):
     snapshot_digest = models.CharField(max_length=64, blank=True)
     snapshot_age_seconds = models.FloatField(null=True, blank=True)
     correlation_id = models.CharField(max_length=64, blank=True)
-    data = models.JSONField(default=dict, blank=True)
+    data = CanonicalJSONField(default=dict, blank=True)
     ip = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=300, blank=True)
     prev_hash = models.CharField(max_length=64)
@@ -82,3 +86,34 @@ class AuditChainHead(models.Model):
 
     def __str__(self) -> str:
         return f"head #{self.seq}"
+
+
+class AuditVerification(models.Model):
+    """The outcome of one walk over the chain and its checkpoints.
+
+    Not an audit event: it is an observation about the log, and writing it into the chain
+    would change the head that the next checkpoint signs every time beat runs.
+    """
+
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    trigger = models.CharField(max_length=20)  # "beat", "cli", ...
+    ok = models.BooleanField()
+    events = models.BigIntegerField()
+    head_seq = models.BigIntegerField()
+    head_hash = models.CharField(max_length=64, blank=True)
+    checkpoints = models.PositiveIntegerField()
+    broken_seq = models.BigIntegerField(null=True, blank=True)
+    problem = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            # the history page shows the latest result
+            models.Index(fields=["-started_at"], name="audit_verification_latest"),
+        ]
+
+    def __str__(self) -> str:
+        state = "ok" if self.ok else f"broken at #{self.broken_seq}"
+        return f"verification {self.started_at:%Y-%m-%d %H:%M:%S}: {state}"
