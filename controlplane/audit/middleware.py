@@ -15,5 +15,7 @@ class AuditRequestMiddleware:
         ip = request.META.get("REMOTE_ADDR") or None
         agent = request.META.get("HTTP_USER_AGENT", "")[:300]
         user = request.user if request.user.is_authenticated else None
-        with context.acting(user, correlation_id=context.new_correlation_id(), ip=ip, user_agent=agent):
+        with context.acting(
+            user, correlation_id=context.new_correlation_id(), ip=ip, user_agent=agent
+        ):
             return self.get_response(request)

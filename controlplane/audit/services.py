@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from django.db import models, transaction
 from django.utils import timezone
 
-from . import context
-from .chain import GENESIS_HASH, event_hash
-from .models import AuditChainHead, AuditEvent
+from . import checkpoints, context
+from .chain import GENESIS_HASH, event_hash, normalize_ip
+from .models import AuditChainHead, AuditEvent, AuditVerification
+from .verification import VerificationResult, chain_verify
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_WORKER = "system:worker"
 SYSTEM_BEAT = "system:beat"
@@ -99,30 +105,32 @@ def record(
     agent = ctx.user_agent
     if request is not None:
         ip = request.META.get("REMOTE_ADDR") or ip
-        agent = request.META.get("HTTP_USER_AGENT", agent)[:300]
-    now = timezone.now()
+        agent = request.META.get("HTTP_USER_AGENT", agent)
     fields: dict[str, Any] = {
-        "created_at": now,
         "actor": actor_name,
         "actor_user_id": actor_id,
         "action": action,
         "target_type": target_type,
         "target_id": target_id,
-        "target_label": target_label,
+        "target_label": _text(target_label, 300),
         "host_id": host_id,
-        "host_label": host_label,
+        "host_label": _text(host_label, 200),
         "snapshot_id": getattr(snapshot, "pk", None),
         "snapshot_digest": getattr(snapshot, "digest", "") or "",
-        "snapshot_age_seconds": (
-            round(snapshot.age_seconds(now=now), 3) if snapshot is not None else None
-        ),
         "correlation_id": correlation_id or ctx.correlation_id or "",
         "data": _jsonable(redact(data or {})),
-        "ip": ip,
-        "user_agent": agent or "",
+        "ip": normalize_ip(ip),
+        "user_agent": _text(agent or "", 300),
     }
     with transaction.atomic():
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+        # The clock is read under the lock, so time never runs backwards along the chain
+        # (on one clock) and the snapshot's age is measured at the moment of writing.
+        now = timezone.now()
+        fields["created_at"] = now
+        fields["snapshot_age_seconds"] = (
+            round(snapshot.age_seconds(now=now), 3) if snapshot is not None else None
+        )
         fields["seq"] = head.seq + 1
         fields["prev_hash"] = head.hash or GENESIS_HASH
         fields["hash"] = event_hash(fields)
@@ -131,3 +139,51 @@ def record(
         head.seq, head.hash = event.seq, event.hash
         head.save(update_fields=["seq", "hash"])
     return event
+
+
+def _text(value: str, limit: int) -> str:
+    # PostgreSQL text cannot hold NUL; a header or label carrying one must not fail the change.
+    return str(value).replace("\x00", "")[:limit]
+
+
+# --- anchoring and verification ------------------------------------------------------------
+
+
+def checkpoint_write(
+    *, now: datetime | None = None, path: Path | None = None
+) -> checkpoints.Checkpoint | None:
+    """Sign the current chain head into the checkpoint file; None if nothing was appended
+    since the last checkpoint (or the log is empty)."""
+    head = AuditChainHead.objects.filter(pk=1).values_list("seq", "hash").first()
+    if head is None or head[0] == 0:
+        return None
+    written = checkpoints.append(
+        seq=head[0], head_hash=head[1], now=now or timezone.now(), path=path
+    )
+    if written is not None:
+        logger.info("audit checkpoint #%s %s", written.seq, written.hash)
+    return written
+
+
+def verification_run(*, trigger: str, checkpoint_path: Path | None = None) -> VerificationResult:
+    """Verify the whole log and keep the outcome for the history page."""
+    started_at = timezone.now()
+    result = chain_verify(checkpoint_path=checkpoint_path)
+    AuditVerification.objects.create(
+        started_at=started_at,
+        duration_ms=round(result.duration_seconds * 1000),
+        trigger=trigger,
+        ok=result.ok,
+        events=result.events,
+        head_seq=result.head_seq,
+        head_hash=result.head_hash,
+        checkpoints=result.checkpoints,
+        broken_seq=result.broken_seq,
+        problem=result.problem,
+        reason=result.reason,
+    )
+    if result.ok:
+        logger.info("audit log verified: %s", result.summary())
+    else:
+        logger.error("audit log verification failed: %s", result.summary())
+    return result

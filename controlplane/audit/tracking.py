@@ -43,7 +43,9 @@ def _before(sender: type[models.Model], instance: models.Model, **kwargs: Any) -
     instance._audit_before = _values(old, ignore) if old else None  # type: ignore[attr-defined]
 
 
-def _after(sender: type[models.Model], instance: models.Model, created: bool, **kwargs: Any) -> None:
+def _after(
+    sender: type[models.Model], instance: models.Model, created: bool, **kwargs: Any
+) -> None:
     if kwargs.get("raw"):
         return
     label = sender._meta.label_lower

@@ -1,0 +1,24 @@
+"""Beat's two audit jobs: anchor the chain head outside the database, and verify the log.
+
+Both are safe to run twice: a checkpoint of an unchanged head is not written again, and a
+verification only adds one more result row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from . import services
+
+
+@shared_task(name="controlplane.audit.tasks.write_checkpoint")
+def write_checkpoint() -> dict[str, Any] | None:
+    written = services.checkpoint_write()
+    return written.body() if written else None
+
+
+@shared_task(name="controlplane.audit.tasks.verify_chain")
+def verify_chain() -> dict[str, Any]:
+    return services.verification_run(trigger="beat").as_dict()
