@@ -1,12 +1,178 @@
-from django.http import HttpRequest, HttpResponse
+"""The audit log's pages: history, one event, a host's timeline, exports. Read-only for every
+role: there is no view here that writes, and every view answers GET and HEAD only."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from controlplane.accounts.decorators import role_required
+from controlplane.accounts.roles import VIEWER
 
-from .models import AuditEvent
+from . import selectors
+from .chain import row_canonical
+from .forms import EventFilterForm
+from .selectors import EventFilter
 
 
-@role_required("viewer")
+def _is_partial(request: HttpRequest) -> bool:
+    return bool(request.htmx and not request.htmx.boosted)  # type: ignore[attr-defined]
+
+
+def _cursor(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def _filters(request: HttpRequest) -> tuple[EventFilterForm, EventFilter | None]:
+    form = EventFilterForm(request.GET)
+    return form, (form.to_filter() if form.is_valid() else None)
+
+
+@require_safe
+@role_required(VIEWER)
 def history(request: HttpRequest) -> HttpResponse:
-    events = AuditEvent.objects.all()[:100]
-    return render(request, "audit/history.html", {"events": events})
+    form, filters = _filters(request)
+    page = None
+    if filters is not None:
+        page = selectors.events_page(
+            filters=filters, before=_cursor(request, "before"), after=_cursor(request, "after")
+        )
+    context: dict[str, Any] = {
+        "form": form,
+        "filters": filters,
+        "query": filters.querystring() if filters else "",
+        "page": page,
+    }
+    if _is_partial(request):
+        # "Load older" swaps in more rows; the filter form swaps the whole result block.
+        fragment = "results" if request.htmx.target == "audit-results" else "rows"  # type: ignore[attr-defined]
+        return render(request, f"audit/history.html#{fragment}", context)
+    context.update(
+        verification=selectors.verification_latest(),
+        checkpoint=selectors.checkpoint_latest(),
+    )
+    return render(request, "audit/history.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def event_detail(request: HttpRequest, seq: int) -> HttpResponse:
+    event = selectors.event_get(seq=seq)
+    if event is None:
+        raise Http404("No such audit event.")
+    story = selectors.event_story(event=event)
+    return render(
+        request,
+        "audit/event_detail.html",
+        {
+            "event": event,
+            "diff": selectors.event_diff(event=event),
+            "data_rest": selectors.event_data_rest(event=event),
+            "story": story,
+            "story_truncated": len(story) >= selectors.STORY_LIMIT,
+        },
+    )
+
+
+@require_safe
+@role_required(VIEWER)
+def host_timeline(request: HttpRequest, host_id: int) -> HttpResponse:
+    """The host page's timeline on its own, for htmx to load or refresh."""
+    return render(
+        request,
+        "audit/partials/host_timeline.html",
+        {"timeline_events": selectors.host_timeline(host_id), "timeline_host_id": host_id},
+    )
+
+
+# --- export --------------------------------------------------------------------------------
+
+EXPORT_HEADER = (
+    "seq",
+    "created_at",
+    "actor",
+    "actor_user_id",
+    "action",
+    "target_type",
+    "target_id",
+    "target_label",
+    "host_id",
+    "host_label",
+    "snapshot_id",
+    "snapshot_digest",
+    "snapshot_age_seconds",
+    "correlation_id",
+    "data",
+    "ip",
+    "user_agent",
+    "prev_hash",
+    "hash",
+)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+class _Line:
+    """csv.writer needs a file; this one hands back what was written."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _cell(value: Any) -> Any:
+    # A spreadsheet would run a cell starting with "=" (a user agent or a failed login's name
+    # is attacker-chosen); the leading quote keeps it text. The JSON Lines export is verbatim.
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _csv_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
+    writer = csv.writer(_Line())
+    yield writer.writerow(EXPORT_HEADER)
+    for row in rows:
+        yield writer.writerow([_cell(v) for v in row])
+
+
+def _jsonl_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
+    # Each line is the event's canonical JSON plus its hash: drop "hash", re-serialise with
+    # sorted keys and SHA-256 gives "hash" back, so an unfiltered export verifies offline.
+    for row in rows:
+        text = row_canonical(row)
+        yield f'{text[:-1]},"hash":"{row[18]}"}}\n'
+
+
+def _export(request: HttpRequest, kind: str) -> HttpResponse:
+    form, filters = _filters(request)
+    if filters is None:
+        return HttpResponse("Invalid filter: " + form.errors.as_text(), status=400)
+    rows = selectors.events_export_rows(filters=filters)
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    if kind == "csv":
+        body: Iterator[str] = _csv_lines(rows)
+        content_type, ext = "text/csv; charset=utf-8", "csv"
+    else:
+        body = _jsonl_lines(rows)
+        content_type, ext = "application/x-ndjson; charset=utf-8", "jsonl"
+    response = StreamingHttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.{ext}"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_safe
+@role_required(VIEWER)
+def export_csv(request: HttpRequest) -> HttpResponse:
+    return _export(request, "csv")
+
+
+@require_safe
+@role_required(VIEWER)
+def export_jsonl(request: HttpRequest) -> HttpResponse:
+    return _export(request, "jsonl")

@@ -1,0 +1,257 @@
+"""Reading the audit log: filtered history with keyset pagination, one event and its story, a
+host's timeline, exports, and the latest verification and checkpoint.
+
+Nothing here counts rows: at a million events COUNT(*) alone would blow the page budget, so
+pages are "the next N by seq" and the UI offers older/newer instead of page numbers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import Func, Q, QuerySet, TextField
+from django.db.models.functions import Cast
+
+from . import checkpoints
+from .chain import ROW_COLUMNS, canonical_json
+from .models import AuditEvent, AuditVerification
+from .verification import created_iso_sql
+
+PAGE_SIZE = 50
+STORY_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """What the history page, its export and its links filter on. Empty fields match all."""
+
+    actor: str = ""
+    action: str = ""  # exact, or a prefix when it ends with "." or "*" (e.g. "change.")
+    host: str = ""  # a host name (or its id)
+    target: str = ""  # "type:id" (e.g. "hosts.host:3"), or part of the target's label
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    text: str = ""  # free text over actor, action, labels, correlation id and data
+    correlation: str = ""
+
+    def params(self) -> dict[str, str]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value in ("", None):
+                continue
+            out[f.name] = value.strftime("%Y-%m-%dT%H:%M") if f.name in ("since", "until") else value
+        return out
+
+    def querystring(self) -> str:
+        return urlencode(self.params())
+
+    def is_empty(self) -> bool:
+        return not self.params()
+
+
+def _host_q(value: str) -> Q:
+    from hosts.models import Host  # hosts depends on audit, not the other way round
+
+    if value.isdigit():
+        return Q(host_id=int(value))
+    host_id = Host.objects.filter(name=value).values_list("pk", flat=True).first()
+    # The host may be gone; its events still carry its name.
+    return Q(host_id=host_id) if host_id is not None else Q(host_label=value)
+
+
+def _target_q(value: str) -> Q:
+    kind, sep, ident = value.rpartition(":")
+    if sep and "." in kind and ident:
+        return Q(target_type=kind, target_id=ident)
+    return Q(target_label__icontains=value)
+
+
+def events_filtered(*, filters: EventFilter) -> QuerySet[AuditEvent]:
+    qs = AuditEvent.objects.all()
+    if filters.actor:
+        qs = qs.filter(actor=filters.actor)
+    if filters.action:
+        if filters.action.endswith(("*", ".")):
+            qs = qs.filter(action__startswith=filters.action.rstrip("*"))
+        else:
+            qs = qs.filter(action=filters.action)
+    if filters.host:
+        qs = qs.filter(_host_q(filters.host))
+    if filters.target:
+        qs = qs.filter(_target_q(filters.target))
+    if filters.since:
+        qs = qs.filter(created_at__gte=filters.since)
+    if filters.until:
+        qs = qs.filter(created_at__lt=filters.until)
+    if filters.correlation:
+        qs = qs.filter(correlation_id=filters.correlation)
+    if filters.text:
+        t = filters.text
+        qs = qs.filter(
+            Q(actor__icontains=t)
+            | Q(action__icontains=t)
+            | Q(target_label__icontains=t)
+            | Q(host_label__icontains=t)
+            | Q(correlation_id=t)
+            | Q(data__icontains=t)
+        )
+    return qs
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[AuditEvent]
+    older: int | None  # pass as ?before= to get the next older page
+    newer: int | None  # pass as ?after= to get the next newer page
+
+
+def events_page(
+    *,
+    filters: EventFilter,
+    before: int | None = None,
+    after: int | None = None,
+    size: int = PAGE_SIZE,
+) -> EventPage:
+    """One page of matching events, newest first, by keyset on seq: each page is an index range
+    scan however deep it is. Fetches one extra row to know whether there is more."""
+    qs = events_filtered(filters=filters).defer("user_agent", "prev_hash", "hash")
+    if after is not None:
+        rows = list(qs.filter(seq__gt=after).order_by("seq")[: size + 1])
+        more_newer = len(rows) > size
+        events = list(reversed(rows[:size]))
+        return EventPage(
+            events=events,
+            older=events[-1].seq if events else None,
+            newer=events[0].seq if events and more_newer else None,
+        )
+    if before is not None:
+        qs = qs.filter(seq__lt=before)
+    rows = list(qs.order_by("-seq")[: size + 1])
+    events = rows[:size]
+    return EventPage(
+        events=events,
+        older=events[-1].seq if len(rows) > size else None,
+        newer=events[0].seq if before is not None and events else None,
+    )
+
+
+def event_get(*, seq: int) -> AuditEvent | None:
+    return AuditEvent.objects.filter(seq=seq).first()
+
+
+def event_story(*, event: AuditEvent, limit: int = STORY_LIMIT) -> list[AuditEvent]:
+    """Every event of the same request, command or change (same correlation id), in order."""
+    if not event.correlation_id:
+        return [event]
+    return list(
+        AuditEvent.objects.filter(correlation_id=event.correlation_id)
+        .defer("data", "user_agent", "prev_hash", "hash")
+        .order_by("seq")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    field: str
+    before: str
+    after: str
+    change: str  # "added", "removed", "changed" or "same"
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value)
+
+
+def event_diff(*, event: AuditEvent) -> list[DiffRow]:
+    """data.before against data.after, field by field; empty when the event has neither."""
+    data = event.data if isinstance(event.data, dict) else {}
+    before, after = data.get("before"), data.get("after")
+    if not isinstance(before, dict) and not isinstance(after, dict):
+        return []
+    before = before if isinstance(before, dict) else {}
+    after = after if isinstance(after, dict) else {}
+    rows = []
+    for key in sorted(set(before) | set(after)):
+        if key not in before:
+            rows.append(DiffRow(key, "", _shown(after[key]), "added"))
+        elif key not in after:
+            rows.append(DiffRow(key, _shown(before[key]), "", "removed"))
+        else:
+            change = "same" if before[key] == after[key] else "changed"
+            rows.append(DiffRow(key, _shown(before[key]), _shown(after[key]), change))
+    return rows
+
+
+def event_data_rest(*, event: AuditEvent) -> str:
+    """The event's data other than before/after, pretty-printed; empty when there is none."""
+    data = event.data if isinstance(event.data, dict) else {"data": event.data}
+    rest = {k: v for k, v in data.items() if k not in ("before", "after")}
+    return json.dumps(rest, indent=2, sort_keys=True, ensure_ascii=False) if rest else ""
+
+
+def host_timeline(host_id: int, limit: int = 20) -> list[AuditEvent]:
+    """The newest events about one host (index audit_host_seq), for the host page."""
+    return list(
+        AuditEvent.objects.filter(host_id=host_id)
+        .defer("user_agent", "prev_hash", "hash")
+        .order_by("-seq")[:limit]
+    )
+
+
+def verification_latest() -> AuditVerification | None:
+    return AuditVerification.objects.order_by("-started_at", "-id").first()
+
+
+def checkpoint_latest() -> checkpoints.Checkpoint | None:
+    """The newest checkpoint line, read from the end of the file; None if there is none or the
+    file cannot be read (verification reports why)."""
+    try:
+        return checkpoints.last()
+    except (OSError, checkpoints.CheckpointProblem):
+        return None
+
+
+# --- export --------------------------------------------------------------------------------
+
+
+class CreatedIso(Func):
+    """created_at as the ISO 8601 text that the hash covers, formatted by the database."""
+
+    output_field = TextField()
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        column = f"{compiler.quote_name_unless_alias(AuditEvent._meta.db_table)}.created_at"
+        return created_iso_sql(connection.vendor, column), []
+
+
+def events_export_rows(
+    *, filters: EventFilter, batch_size: int = 5000
+) -> Iterator[tuple[Any, ...]]:
+    """Matching events oldest first, as rows in ROW_COLUMNS order (created_at as ISO text, data
+    as its stored JSON text), fetched in keyset batches so memory stays flat."""
+    names = [
+        "created_iso" if c == "created_at" else "data_text" if c == "data" else c
+        for c in ROW_COLUMNS
+    ]
+    qs = (
+        events_filtered(filters=filters)
+        .annotate(created_iso=CreatedIso(), data_text=Cast("data", TextField()))
+        .order_by("seq")
+        .values_list(*names)
+    )
+    last = 0
+    while True:
+        batch = list(qs.filter(seq__gt=last)[:batch_size])
+        if not batch:
+            return
+        yield from batch
+        last = batch[-1][0]
