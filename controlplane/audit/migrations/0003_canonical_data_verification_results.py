@@ -1,5 +1,4 @@
-"""Store event data as canonical JSON text, let empty-table TRUNCATE through, keep verification
-results.
+"""Store event data as canonical JSON text and keep verification results.
 
 - `data` becomes text holding exactly the bytes the hash covers (see fields.py). Existing rows
   are rewritten to that canonical text once, with the append-only triggers held off for this
@@ -7,8 +6,6 @@ results.
   stays valid; `verify_audit` proves it afterwards.
 - On SQLite, altering the column rebuilds the table, which drops its triggers: they are
   installed again here.
-- TRUNCATE of an empty audit table hides nothing, and refusing it made `flush` (which test
-  databases run between transactional tests) fail even after the table was emptied.
 """
 
 import json
@@ -17,26 +14,6 @@ from django.db import migrations, models
 
 import controlplane.audit.fields
 
-PG_TRUNCATE = """
-CREATE OR REPLACE FUNCTION audit_event_refuse_truncate() RETURNS trigger AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM audit_auditevent) THEN
-        RAISE EXCEPTION 'audit_auditevent is append-only: TRUNCATE refused'
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN NULL;
-END;
-$$ LANGUAGE plpgsql;
-DROP TRIGGER IF EXISTS audit_event_no_truncate ON audit_auditevent;
-CREATE TRIGGER audit_event_no_truncate BEFORE TRUNCATE ON audit_auditevent
-    FOR EACH STATEMENT EXECUTE FUNCTION audit_event_refuse_truncate();
-"""
-PG_TRUNCATE_REVERSE = """
-DROP TRIGGER IF EXISTS audit_event_no_truncate ON audit_auditevent;
-CREATE TRIGGER audit_event_no_truncate BEFORE TRUNCATE ON audit_auditevent
-    FOR EACH STATEMENT EXECUTE FUNCTION audit_event_refuse_change();
-DROP FUNCTION IF EXISTS audit_event_refuse_truncate();
-"""
 SQLITE_TRIGGERS = [
     """CREATE TRIGGER audit_event_no_update BEFORE UPDATE ON audit_auditevent
        BEGIN SELECT RAISE(ABORT, 'audit_auditevent is append-only: UPDATE refused'); END;""",
@@ -71,19 +48,12 @@ def forwards(apps, schema_editor):
             cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER USER")
             _rewrite_data(cursor)
             cursor.execute("ALTER TABLE audit_auditevent ENABLE TRIGGER USER")
-            schema_editor.execute(PG_TRUNCATE, params=None)
         elif connection.vendor == "sqlite":
             for statement in SQLITE_DROP:
                 cursor.execute(statement)
             _rewrite_data(cursor)
             for statement in SQLITE_TRIGGERS:
                 cursor.execute(statement)
-
-
-def backwards(apps, schema_editor):
-    connection = schema_editor.connection
-    if connection.vendor == "postgresql":
-        schema_editor.execute(PG_TRUNCATE_REVERSE, params=None)
 
 
 def reinstall_sqlite_triggers(apps, schema_editor):
@@ -103,7 +73,7 @@ class Migration(migrations.Migration):
             name="data",
             field=controlplane.audit.fields.CanonicalJSONField(blank=True, default=dict),
         ),
-        migrations.RunPython(forwards, backwards),
+        migrations.RunPython(forwards, migrations.RunPython.noop),
         migrations.CreateModel(
             name="AuditVerification",
             fields=[
