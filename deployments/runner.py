@@ -149,7 +149,7 @@ class Job:
         self, step: JobStep, argv: list[str], *, stdin: str | None = None, timeout: float = 60
     ) -> CommandResult:
         self.fence()
-        line = commands.render(argv)
+        line = host_services.command_line_for(self.host, argv)
         step.command = f"{step.command}\n{line}".strip()
         result = host_services.host_run(host=self.host, argv=argv, stdin=stdin, timeout=timeout)
         step.exit_status = result.exit_status

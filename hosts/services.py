@@ -365,11 +365,10 @@ def host_run(
     target = ssh_target_for(fresh)
     if target is None:
         raise SSHFailure("error", "no SSH credential")
-    full = commands.with_sudo(argv, fresh.use_sudo) if argv[0] in SUDO_COMMANDS else argv
     return ssh_loop.call(
         ssh_loop.pool.run(
             target,
-            commands.render(full),
+            command_line_for(fresh, argv),
             connect_timeout=settings.SSH_CONNECT_TIMEOUT,
             command_timeout=timeout or settings.SSH_COMMAND_TIMEOUT,
             stdin=stdin,
@@ -379,3 +378,9 @@ def host_run(
 
 # Commands that change the host and so run under `sudo -n` when the host asks for it.
 SUDO_COMMANDS = {"systemctl", "tee", "journalctl"}
+
+
+def command_line_for(host: Host, argv: list[str]) -> str:
+    """The exact line sent to the host for `argv` (with `sudo -n` where the host needs it)."""
+    full = commands.with_sudo(argv, host.use_sudo) if argv[0] in SUDO_COMMANDS else argv
+    return commands.render(full)

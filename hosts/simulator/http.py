@@ -364,7 +364,7 @@ def _completion(machine: Machine, run: Run, body: str | None, *, chat: bool) -> 
         max_tokens = 16 if not chat else 256
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
-    pieces = _tokens(_continuation(prompt, "incoherent" in machine.faults))
+    pieces = _tokens(_continuation(prompt, machine.fault_applies("incoherent", engine.model_path)))
     text = "".join(pieces[:max_tokens])
     reason = "length" if len(pieces) > max_tokens else "stop"
     if chat:

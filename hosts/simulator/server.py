@@ -221,8 +221,10 @@ class SimHost:
             if want_open and self.acceptor is None:
                 await self._listen(want_key)
 
-    async def set_fault(self, fault: str, on: bool = True) -> None:
-        self.machine.set_fault(fault, on)
+    async def set_fault(
+        self, fault: str, on: bool = True, models: Iterable[str] | None = None
+    ) -> None:
+        self.machine.set_fault(fault, on, models)
         if fault in _LISTENER_FAULTS:
             await self.apply_faults()
 
@@ -413,10 +415,12 @@ class SimFleet:
         await asyncio.gather(*(h.close() for h in self.hosts), return_exceptions=True)
         self.started = False
 
-    async def set_fault(self, name: str, fault: str, on: bool = True) -> None:
+    async def set_fault(
+        self, name: str, fault: str, on: bool = True, models: Iterable[str] | None = None
+    ) -> None:
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        await self.host(name).set_fault(fault, on)
+        await self.host(name).set_fault(fault, on, models)
 
     async def run(
         self,

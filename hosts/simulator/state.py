@@ -401,6 +401,8 @@ class Machine:
         self.load_seconds = load_seconds
         self.slow_seconds = slow_seconds
         self.faults: set[str] = set()
+        # A fault listed here hits only these model paths (a bad build, not a bad host).
+        self.fault_models: dict[str, set[str]] = {}
         self.inflight_running = 0
         self.inflight_waiting = 0
         self.disk: dict[str, float] = dict(catalog.DEFAULT_DISK)
@@ -646,7 +648,7 @@ class Machine:
         if run.weights_mib + ACTIVATION_MIB + CUDA_CONTEXT_MIB > run.budget_mib:
             self._doom(run, "no_kv_cache", at)
             return
-        if "crash_on_start" in self.faults and not booted:
+        if self.fault_applies("crash_on_start", engine.model_path) and not booted:
             self._doom(run, "crash", at)
             return
         run.ready_at = at + (BOOT_LOAD_SECONDS if booted else self.load_seconds)
@@ -817,13 +819,21 @@ class Machine:
     def remove_file(self, path: str) -> None:
         self.unit_files.pop(path, None)
 
-    def set_fault(self, fault: str, on: bool = True) -> None:
+    def set_fault(self, fault: str, on: bool = True, models: Iterable[str] | None = None) -> None:
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
         if on:
             self.faults.add(fault)
+            self.fault_models[fault] = set(models or ())
         else:
             self.faults.discard(fault)
+            self.fault_models.pop(fault, None)
+
+    def fault_applies(self, fault: str, model_path: str | None) -> bool:
+        if fault not in self.faults:
+            return False
+        only = self.fault_models.get(fault)
+        return not only or model_path in only
 
     def integrity(self, dist: str) -> dict[str, Any] | None:
         """What the integrity script prints for `dist` on this host's engine install."""

@@ -104,8 +104,11 @@ class FleetHandle:
 
     # --- faults and load -------------------------------------------------------------------
 
-    def set_fault(self, name: str, fault: str, on: bool = True) -> None:
-        self._await(self.fleet.set_fault(name, fault, on))
+    def set_fault(
+        self, name: str, fault: str, on: bool = True, models: Iterable[str] | None = None
+    ) -> None:
+        """Switch a fault; with `models`, it hits only those model paths (a bad build)."""
+        self._await(self.fleet.set_fault(name, fault, on, models))
 
     def faults(self, name: str) -> set[str]:
         return self._call(lambda: set(self._machine(name).faults))

@@ -1,0 +1,182 @@
+"""Change jobs end to end: real worker, real Redis, real SSH to the simulator."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+from django.utils import timezone
+
+from controlplane.audit.models import AuditEvent
+from deployments import runner, services
+from deployments.choices import ChangeStatus
+from deployments.models import ChangeRequest, HostLease, ModelArtifact
+from hosts import services as host_services
+from hosts.models import Host
+from tests.fleet import register
+
+pytestmark = pytest.mark.integration
+UNIT = "vllm-kimi-k25.service"
+DESTRUCTIVE = ("systemctl restart", "systemctl stop", "systemctl start", "tee ", "daemon-reload")
+
+
+def probe(host):
+    host = Host.objects.select_related("credential").get(pk=host.pk)
+    snapshot = host_services.host_probe(host=host, trigger="manual")
+    assert snapshot.status == "ok", snapshot.error
+    return snapshot
+
+
+def wait_until_finished(change, timeout: float = 60.0) -> ChangeRequest:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        change.refresh_from_db()
+        if change.status not in (ChangeStatus.QUEUED, ChangeStatus.RUNNING):
+            return change
+        time.sleep(0.1)
+    raise AssertionError(f"change #{change.pk} still {change.status}")
+
+
+def model(variant: str, name: str = "moonshotai/Kimi-K2.5") -> ModelArtifact:
+    return ModelArtifact.objects.get(name=name, variant=variant)
+
+
+def served(fleet, name: str = "gpu-01") -> tuple[list[str], str | None]:
+    state = fleet.state(name)
+    return state["models"], state["units"][UNIT]["model_path"]
+
+
+def destructive_commands(fleet, name: str = "gpu-01") -> list[str]:
+    return [c for c in fleet.command_log(name) if any(d in c for d in DESTRUCTIVE)]
+
+
+def request_swap(operator, approver, fleet, variant="INT4", name="moonshotai/Kimi-K2.5"):
+    deployment = fleet.deployments[0]
+    change = services.change_request_create(
+        user=operator, deployment=deployment, kind="model_swap", snapshot=probe(deployment.host),
+        reason="INT4 serves more tokens per second", model=model(variant, name),
+    )  # fmt: skip
+    assert change.status == ChangeStatus.PENDING_APPROVAL
+    services.change_request_approve(
+        change=change, approver=approver, snapshot=probe(deployment.host), reason="looks fine"
+    )
+    return change
+
+
+def test_a_two_person_model_swap_end_to_end(make_fleet, celery_worker, operator, approver):
+    fleet = register(make_fleet(1))
+    change = wait_until_finished(request_swap(operator, approver, fleet))
+    assert change.status == ChangeStatus.SUCCEEDED, change.status_reason
+    assert served(fleet) == (["kimi-k2.5"], "/models/moonshotai/Kimi-K2.5-INT4")
+    after = change.after_snapshot
+    assert (
+        "/models/moonshotai/Kimi-K2.5-INT4"
+        in (after.parsed["deployments"][UNIT]["server"]["model_roots"])
+    )
+    deployment = change.deployment
+    deployment.refresh_from_db()
+    assert deployment.model == model("INT4")
+    assert deployment.current_revision == change.target_revision
+    names = [s.name for s in change.steps.all()]
+    assert names[:4] == [
+        "check the snapshot is still fresh",
+        "check the approval",
+        "take the host lease",
+        "re-probe and compare with the decided snapshot",
+    ]
+    assert "systemctl daemon-reload" in names and "post-change snapshot" in names
+    events = AuditEvent.objects.filter(correlation_id=change.correlation_id).order_by("seq")
+    actions = [e.action for e in events]
+    assert actions[0] == "change.requested" and actions[-1] == "change.succeeded"
+    assert "change.approved" in actions
+    steps = [e for e in events if e.action == "change.step"]
+    assert len(steps) == len(names)
+    assert all(e.snapshot_id == change.snapshot_id and e.snapshot_age_seconds >= 0 for e in steps)
+    assert any(e.data["command"].startswith("sudo -n tee --") for e in steps)
+    probes = events.filter(action="probe.completed")
+    assert probes.count() >= 2  # the re-probe and the post-change snapshot carry the thread
+    assert not HostLease.objects.filter(holder__isnull=False).exists()
+
+
+def test_drift_between_decision_and_execution_aborts_before_any_destructive_command(
+    make_fleet, celery_worker, operator
+):
+    fleet = register(make_fleet(1))
+    deployment = fleet.deployments[0]
+    snapshot = probe(deployment.host)
+    fleet.restart_unit("gpu-01")  # someone restarted it by hand: a new MainPID
+    fleet.clear_command_log("gpu-01")
+    change = services.change_request_create(
+        user=operator, deployment=deployment, kind="restart", snapshot=snapshot, reason="patch"
+    )
+    change = wait_until_finished(change)
+    assert change.status == ChangeStatus.DRIFTED
+    fields = {d["field"] for d in change.drift_report}
+    assert f"{UNIT}.main_pid" in fields
+    assert destructive_commands(fleet) == []
+    event = AuditEvent.objects.get(action="change.drifted", target_id=str(change.pk))
+    assert event.data["drift"] == change.drift_report
+
+
+def test_a_service_that_crashes_on_start_is_rolled_back(
+    make_fleet, celery_worker, operator, approver
+):
+    fleet = register(make_fleet(1))
+    # The new build crashes on start; the one it replaces still starts fine.
+    fleet.set_fault("gpu-01", "crash_on_start", models=["/models/moonshotai/Kimi-K2.5-INT4"])
+    change = request_swap(operator, approver, fleet)
+    change = wait_until_finished(change)
+    assert change.status == ChangeStatus.ROLLED_BACK, change.status_reason
+    assert served(fleet) == (["kimi-k2.5"], "/models/moonshotai/Kimi-K2.5-NVFP4")
+    journal_step = change.steps.filter(name__startswith="wait for /health", status="failed").first()
+    assert journal_step is not None and "Traceback" in journal_step.output
+    assert AuditEvent.objects.filter(action="change.rollback_started").exists()
+    change.deployment.refresh_from_db()
+    assert change.deployment.model == model("NVFP4")
+
+
+def test_an_incoherent_model_is_rolled_back(make_fleet, celery_worker, operator, approver):
+    fleet = register(make_fleet(1))
+    fleet.set_fault("gpu-01", "incoherent", models=["/models/Qwen/Qwen3-235B-A22B-FP8"])
+    change = request_swap(operator, approver, fleet, "FP8", "Qwen/Qwen3-235B-A22B")
+    change = wait_until_finished(change)
+    assert change.status == ChangeStatus.ROLLED_BACK, change.status_reason
+    assert "incoherent" in change.status_reason
+    assert served(fleet) == (["kimi-k2.5"], "/models/moonshotai/Kimi-K2.5-NVFP4")
+
+
+def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
+    make_fleet, tmp_path, operator, transactional_db, settings
+):
+    from tests.workers import start_worker
+
+    fleet = register(make_fleet(1, load_seconds=30))
+    deployment = fleet.deployments[0]
+    queue = "test-kill-" + str(deployment.pk)
+    from controlplane.celery import app
+
+    app.conf.task_default_queue = queue
+    worker = start_worker(queue, tmp_path / "worker.log")
+    try:
+        change = services.change_request_create(
+            user=operator, deployment=deployment, kind="restart",
+            snapshot=probe(deployment.host), reason="restart while loading",
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not change.steps.filter(name__startswith="wait for /health").exists():
+            assert time.monotonic() < deadline, worker.output()
+            time.sleep(0.1)
+        worker.kill()
+    finally:
+        app.conf.task_default_queue = "celery"
+        if worker.proc.poll() is None:
+            worker.kill()
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.RUNNING
+    later = timezone.now() + dt.timedelta(seconds=settings.JOB_LEASE_SECONDS + 1)
+    assert runner.recover_interrupted(now=later) == [change.pk]
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.INTERRUPTED
+    assert HostLease.objects.get(host=deployment.host).holder is None
+    assert AuditEvent.objects.filter(action="change.interrupted", target_id=str(change.pk)).exists()
