@@ -378,7 +378,15 @@ class SimFleet:
         return self.host(name).port
 
     def registration_info(self) -> list[SimHostInfo]:
-        return [h.info() for h in self.hosts]
+        """Each host's name, port and key; before start() the ports are the planned ones, so
+        `simfleet --register` can write the rows before it starts listening."""
+        infos = [h.info() for h in self.hosts]
+        if self.base_port is not None:
+            infos = [
+                SimHostInfo(i.name, i.port or self.base_port + n, i.public_key)
+                for n, i in enumerate(infos)
+            ]
+        return infos
 
     async def start(self) -> None:
         if self.base_port is not None:

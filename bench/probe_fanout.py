@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""Probe fan-out: N simulated hosts probed through the real probe path, cold and warm.
+
+    .venv/bin/python bench/probe_fanout.py [--sizes 50,200,500] [--rounds 4] [--database URL]
+
+For each N, a child process gets a fresh database, starts `manage.py simfleet --register` as a
+separate process (so the fleet does not share the client's interpreter), and calls
+`hosts.services.hosts_probe` on all N hosts `--rounds` times: the same code the beat sweep runs,
+including parsing, storing each snapshot and its audit event. Round 1 opens every connection;
+later rounds reuse them. It also times the SSH part alone (`hosts.probe.probe_many`) on the
+warm connections, and checks every snapshot came back `ok`.
+
+With --peers-dir (the OpenSSH fleet in ../shared/peers, started with its fleet/start.sh), the
+same SSH path probes those hosts with the peers' own probe command instead, for a side-by-side
+with the tools measured there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    state_dir = Path(os.environ["BENCH_TMP"]) / "fleet"
+    fleet = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "simfleet", "--hosts", str(n),
+         "--base-port", str(base_port), "--register", "--state-dir", str(state_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert fleet.stdout is not None
+    for line in fleet.stdout:
+        if "listening" in line:
+            break
+    else:
+        raise SystemExit(f"simfleet did not start (exit {fleet.wait()})")
+    try:
+        from hosts import services
+        from hosts.models import Host
+        from hosts.probe import probe_many
+        from hosts.ssh import ssh_loop
+
+        settings.PROBE_CONCURRENCY = concurrency
+        hosts = list(
+            Host.objects.select_related("credential").prefetch_related("deployments").order_by("name")
+        )
+        assert len(hosts) == n, f"registered {len(hosts)} hosts, expected {n}"
+        walls = []
+        statuses: dict[str, int] = {}
+        for _ in range(rounds):
+            started = time.perf_counter()
+            snapshots = services.hosts_probe(hosts=hosts, trigger="schedule", integrity=False)
+            walls.append(time.perf_counter() - started)
+            for snap in snapshots:
+                statuses[snap.status] = statuses.get(snap.status, 0) + 1
+        jobs = [
+            (services.ssh_target_for(h), services.probe_spec_for(h, integrity=False))
+            for h in hosts
+        ]
+        ssh_walls = []
+        for _ in range(3):
+            started = time.perf_counter()
+            outcomes = ssh_loop.call(
+                probe_many(ssh_loop.pool, jobs, concurrency=concurrency,  # type: ignore[arg-type]
+                           connect_timeout=30, command_timeout=60)
+            )  # fmt: skip
+            ssh_walls.append(time.perf_counter() - started)
+            assert all(o.status == "ok" for o in outcomes), {o.status for o in outcomes}
+        return {
+            "hosts": n,
+            "cold_s": walls[0],
+            "warm_s": statistics.median(walls[1:]) if rounds > 1 else None,
+            "warm_ssh_only_s": statistics.median(ssh_walls),
+            "statuses": statuses,
+            "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
+        }
+    finally:
+        fleet.terminate()
+        fleet.wait(20)
+
+
+def run_size(n: int, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="probe-bench-") as tmp:
+        env = dict(os.environ, BENCH_TMP=tmp, AUDIT_CHECKPOINT_DIR=str(Path(tmp) / "ckpt"))
+        if args.database:
+            env["DATABASE_URL"] = _fresh_postgres(args.database, n)
+        else:
+            env["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(n), "--rounds", str(args.rounds),
+             "--base-port", str(args.base_port), "--concurrency", str(args.concurrency)],
+            env=env, cwd=ROOT, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise SystemExit(f"N={n} failed:\n{out.stdout}\n{out.stderr}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _fresh_postgres(url: str, n: int) -> str:
+    import psycopg
+
+    base, _, _name = url.rpartition("/")
+    name = f"controlplane_bench_{n}"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{base}/{name}"
+
+
+def peers(args: argparse.Namespace) -> None:
+    """Time the same asyncssh pool against the peers' OpenSSH fleet with their probe command."""
+    import asyncio
+
+    import asyncssh
+
+    sys.path.insert(0, str(ROOT))
+    from hosts.ssh import ConnectionPool, SSHTarget, gather_limited
+
+    fleet = Path("/tmp/peers-fleet")
+    addresses = (fleet / "hosts.txt").read_text().split()
+    command = (Path(args.peers_dir) / "probe_command.txt").read_text().strip()
+    key = (fleet / "client_ed25519").read_text()
+    known = asyncssh.read_known_hosts(str(fleet / "known_hosts"))
+    for n in args.sizes:
+        targets = []
+        for address in addresses[:n]:
+            trusted, _, _, _, _, _, _ = known.match(address, address, 2222)
+            pinned = trusted[0].export_public_key("openssh").decode().strip() if trusted else ""
+            targets.append(SSHTarget(address, 2222, "root", key, pinned))
+
+        async def rounds() -> list[float]:
+            pool = ConnectionPool()
+            walls = []
+            for _ in range(args.rounds):
+                started = time.perf_counter()
+                results = await gather_limited(
+                    (pool.run(t, command, connect_timeout=30, command_timeout=60) for t in targets),
+                    args.concurrency,
+                )
+                walls.append(time.perf_counter() - started)
+                ok = sum(1 for t, r in zip(targets, results, strict=True) if t.address in r.stdout)
+                assert ok == n, f"{ok}/{n} hosts answered from themselves"
+            await pool.close_all()
+            return walls
+
+        walls = asyncio.run(rounds())
+        print(
+            f"peers N={n}: cold {walls[0]:.2f} s, warm median {statistics.median(walls[1:]):.3f} s"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--sizes", default="50,200,500", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--base-port", type=int, default=23000)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--database", help="a PostgreSQL URL; a fresh database per size is made")
+    parser.add_argument("--peers-dir", help="probe the running peers fleet instead of the simulator")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.rounds, args.base_port, args.concurrency)))
+        return
+    if args.peers_dir:
+        peers(args)
+        return
+    print(f"{'hosts':>6} {'cold s':>8} {'hosts/s':>8} {'warm s':>8} {'hosts/s':>8} "
+          f"{'cold/warm':>9} {'ssh-only warm s':>16}  statuses")  # fmt: skip
+    for n in args.sizes:
+        r = run_size(n, args)
+        warm = r["warm_s"]
+        print(
+            f"{n:>6} {r['cold_s']:>8.2f} {n / r['cold_s']:>8.0f} {warm:>8.2f} {n / warm:>8.0f} "
+            f"{r['cold_s'] / warm:>9.1f} {r['warm_ssh_only_s']:>16.2f}  {r['statuses']} "
+            f"({r['database']})"
+        )
+
+
+if __name__ == "__main__":
+    main()
