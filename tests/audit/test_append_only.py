@@ -35,9 +35,12 @@ def test_the_model_refuses_to_update_or_delete(db: None) -> None:
 )
 def test_the_database_refuses_raw_update_and_delete(db: None, sql: str) -> None:
     make_events(2)
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql)
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(sql)
     assert AuditEvent.objects.count() == 2
     assert AuditEvent.objects.get(seq=1).actor == "system:test-0"
 
@@ -45,12 +48,18 @@ def test_the_database_refuses_raw_update_and_delete(db: None, sql: str) -> None:
 def test_postgresql_refuses_truncate(db: None) -> None:
     require_postgresql()
     make_events(2)
-    with pytest.raises(DatabaseError, match="TRUNCATE refused"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE audit_auditevent")
-    with pytest.raises(DatabaseError, match="TRUNCATE refused"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE audit_auditevent, audit_auditchainhead")
+    with (
+        pytest.raises(DatabaseError, match="TRUNCATE refused"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("TRUNCATE audit_auditevent")
+    with (
+        pytest.raises(DatabaseError, match="TRUNCATE refused"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("TRUNCATE audit_auditevent, audit_auditchainhead")
     assert AuditEvent.objects.count() == 2
 
 

@@ -3,6 +3,7 @@ the chain. Real threads, real PostgreSQL row locks, committed transactions."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 
@@ -58,7 +59,7 @@ def test_eight_concurrent_writers_leave_one_unbroken_chain() -> None:
         f"system:writer-{n}": EACH for n in range(WRITERS)
     }
     # the writers interleaved: otherwise this would not have tested contention at all
-    switches = sum(1 for a, b in zip(rows, rows[1:], strict=False) if a[3] != b[3])
+    switches = sum(1 for a, b in itertools.pairwise(rows) if a[3] != b[3])
     assert switches > WRITERS
     result = chain_verify()
     assert result.ok, result.reason
