@@ -7,13 +7,13 @@ class DeploymentsConfig(AppConfig):
     def ready(self) -> None:
         from typing import Any
 
-        from hosts.signals import snapshot_recorded
+        from hosts.signals import snapshots_recorded
 
         from . import services
 
-        def void_drifted_approvals(sender: Any, snapshot: Any, **kwargs: Any) -> None:
-            services.approvals_void_on_drift(snapshot=snapshot)
+        def void_drifted_approvals(sender: Any, snapshots: Any, **kwargs: Any) -> None:
+            services.approvals_void_on_drift(snapshots=snapshots)
 
-        snapshot_recorded.connect(
+        snapshots_recorded.connect(
             void_drifted_approvals, weak=False, dispatch_uid="deployments-void-on-drift"
         )

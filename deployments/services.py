@@ -606,20 +606,23 @@ def approval_valid(change: ChangeRequest, now: dt.datetime | None = None) -> App
     )
 
 
-def approvals_void_on_drift(*, snapshot: StateSnapshot) -> int:
+def approvals_void_on_drift(*, snapshots: list[StateSnapshot]) -> int:
     """A later probe that differs materially voids approvals of changes not yet running."""
-    if snapshot.status != "ok":
+    latest = {s.host_id: s for s in snapshots if s.status == "ok"}
+    if not latest:
         return 0
-    fingerprint = snapshot.material_fingerprint()
-    voided = 0
     approvals = Approval.objects.select_related("change", "snapshot").filter(
-        change__host_id=snapshot.host_id,
+        change__host_id__in=list(latest),
         change__status=ChangeStatus.QUEUED,
         voided_at__isnull=True,
         decision__in=[ApprovalDecision.APPROVED, ApprovalDecision.BREAK_GLASS],
     )
+    voided = 0
     for approval in approvals:
-        drift = fingerprint_drift(approval.snapshot.material_fingerprint(), fingerprint)
+        snapshot = latest[approval.change.host_id]
+        drift = fingerprint_drift(
+            approval.snapshot.material_fingerprint(), snapshot.material_fingerprint()
+        )
         if not drift:
             continue
         Approval.objects.filter(pk=approval.pk, voided_at__isnull=True).update(

@@ -156,14 +156,12 @@ def hosts_probe(
                 command_timeout=settings.SSH_COMMAND_TIMEOUT,
             )
         )
-    snapshots = []
+    items = []
     for host, check, blocked, index in plan:
         outcome = blocked if index is None else outcomes[index]
         assert outcome is not None
-        snapshots.append(
-            snapshot_record(host=host, outcome=outcome, trigger=trigger, integrity=check)
-        )
-    return snapshots
+        items.append((host, outcome, check))
+    return snapshots_record(items=items, trigger=trigger)
 
 
 def host_probe(*, host: Host, trigger: str, integrity: bool | None = None) -> StateSnapshot:
@@ -193,56 +191,89 @@ def hosts_claim_due_for_probe(now: datetime | None = None) -> list[Host]:
     return claimed
 
 
-@transaction.atomic
 def snapshot_record(
     *, host: Host, outcome: ProbeOutcome, trigger: str, integrity: bool
 ) -> StateSnapshot:
-    """Store what a probe saw, note key trouble on the host, and audit it, in one transaction."""
+    return snapshots_record(items=[(host, outcome, integrity)], trigger=trigger)[0]
+
+
+RECORD_BATCH = 100  # snapshots per transaction: bounds how long the audit chain stays locked
+
+
+def snapshots_record(
+    *, items: list[tuple[Host, ProbeOutcome, bool]], trigger: str
+) -> list[StateSnapshot]:
+    """Store what probes saw, note key trouble on hosts, and audit it.
+
+    Each batch is one transaction: snapshots, host bookkeeping, audit events and the drift check
+    of waiting approvals commit together or not at all.
+    """
+    stored: list[StateSnapshot] = []
+    for start in range(0, len(items), RECORD_BATCH):
+        stored += _record_batch(items[start : start + RECORD_BATCH], trigger)
+    return stored
+
+
+@transaction.atomic
+def _record_batch(
+    items: list[tuple[Host, ProbeOutcome, bool]], trigger: str
+) -> list[StateSnapshot]:
     now = timezone.now()
-    ctx = audit_context.current()
-    snapshot = StateSnapshot(
-        host=host,
-        taken_at=now,
-        status=outcome.status,
-        trigger=trigger,
-        duration_ms=outcome.duration_ms,
-        raw=outcome.raw,
-        parsed=outcome.parsed,
-        digest=outcome.digest,
-        error=outcome.error[:4000],
-        includes_integrity=integrity and outcome.status in {"ok", "partial"},
-        correlation_id=ctx.correlation_id,
-    )
-    snapshot.save()
+    correlation_id = audit_context.current().correlation_id
+    snapshots = [
+        StateSnapshot(
+            host=host,
+            taken_at=now,
+            status=outcome.status,
+            trigger=trigger,
+            duration_ms=outcome.duration_ms,
+            raw=outcome.raw,
+            parsed=outcome.parsed,
+            digest=outcome.digest,
+            error=outcome.error[:4000],
+            includes_integrity=integrity and outcome.status in {"ok", "partial"},
+            correlation_id=correlation_id,
+        )
+        for host, outcome, integrity in items
+    ]
+    StateSnapshot.objects.bulk_create(snapshots)
+    Host.objects.filter(pk__in=[h.pk for h, _, _ in items]).update(last_probe_at=now)
+    checked = [s.host_id for s in snapshots if s.includes_integrity]
+    if checked:
+        Host.objects.filter(pk__in=checked).update(last_integrity_at=now)
+    for (host, outcome, _), snapshot in zip(items, snapshots, strict=True):
+        host.last_probe_at = now
+        if outcome.presented_key:
+            _record_presented_key(host, outcome, snapshot)
+        audit.record(
+            action="probe.completed",
+            target=snapshot,
+            host=host,
+            snapshot=snapshot,
+            data={
+                "status": snapshot.status,
+                "trigger": trigger,
+                "duration_ms": snapshot.duration_ms,
+            },
+        )
+    signals.snapshots_recorded.send(sender=StateSnapshot, snapshots=snapshots)
+    return snapshots
+
+
+def _record_presented_key(host: Host, outcome: ProbeOutcome, snapshot: StateSnapshot) -> None:
     locked = Host.objects.select_for_update().get(pk=host.pk)
-    fields = ["last_probe_at"]
-    locked.last_probe_at = now
-    if snapshot.includes_integrity:
-        locked.last_integrity_at = now
-        fields.append("last_integrity_at")
     key_event = _note_presented_key(locked, outcome)
-    if key_event:
-        fields += ["host_key_status", "presented_host_key"]
-    locked.save(update_fields=fields)
-    host.last_probe_at = locked.last_probe_at
+    if not key_event:
+        return
+    locked.save(update_fields=["host_key_status", "presented_host_key"])
     host.host_key_status = locked.host_key_status
     host.presented_host_key = locked.presented_host_key
-    if key_event:
-        audit.record(
-            action=key_event,
-            target=locked,
-            snapshot=snapshot,
-            data={"presented_fingerprint": locked.presented_key_fingerprint},
-        )
     audit.record(
-        action="probe.completed",
-        target=snapshot,
-        host=locked,
+        action=key_event,
+        target=locked,
         snapshot=snapshot,
-        data={"status": snapshot.status, "trigger": trigger, "duration_ms": snapshot.duration_ms},
+        data={"presented_fingerprint": locked.presented_key_fingerprint},
     )
-    signals.snapshot_recorded.send(sender=StateSnapshot, snapshot=snapshot)
-    return snapshot
 
 
 def _note_presented_key(host: Host, outcome: ProbeOutcome) -> str:

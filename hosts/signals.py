@@ -2,6 +2,6 @@
 
 from django.dispatch import Signal
 
-# Sent inside the transaction that stores a snapshot (kwargs: snapshot), so listeners' writes
-# and audit events commit or roll back with it.
-snapshot_recorded = Signal()
+# Sent inside the transaction that stores snapshots (kwargs: snapshots, a list), so listeners'
+# writes and audit events commit or roll back with them.
+snapshots_recorded = Signal()
