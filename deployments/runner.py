@@ -470,6 +470,8 @@ def change_execute(*, change_id: int) -> ChangeRequest | None:
             _end(change, ChangeStatus.INTERRUPTED, str(lost))
         except SSHFailure as failure:
             _end(change, ChangeStatus.FAILED, f"SSH: {failure.message}")
+        except commands.UnsafeCommand as refused:  # a row that bypassed validation
+            _end(change, ChangeStatus.FAILED, f"nothing sent: {refused}")
         except Exception as exc:  # keep the job out of `running`, with the error on the row
             _end(change, ChangeStatus.FAILED, f"internal error: {type(exc).__name__}: {exc}")
             raise

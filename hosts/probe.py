@@ -59,9 +59,13 @@ async def probe(
         return int((time.monotonic() - started) * 1000)
 
     try:
+        script = commands.probe_script(spec)
+    except commands.UnsafeCommand as exc:  # a row that bypassed validation: send nothing
+        return ProbeOutcome(status="error", duration_ms=elapsed(), error=str(exc))
+    try:
         result = await pool.run(
             target,
-            commands.probe_script(spec),
+            script,
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
         )

@@ -180,3 +180,25 @@ def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
     assert change.status == ChangeStatus.INTERRUPTED
     assert HostLease.objects.get(host=deployment.host).holder is None
     assert AuditEvent.objects.filter(action="change.interrupted", target_id=str(change.pk)).exists()
+
+
+def test_a_hostile_unit_name_that_bypassed_validation_never_reaches_the_host(
+    make_fleet, celery_worker, operator
+):
+    from deployments.models import Deployment
+
+    fleet = register(make_fleet(1))
+    deployment = fleet.deployments[0]
+    snapshot = probe(deployment.host)
+    change = services.change_request_create(
+        user=operator, deployment=deployment, kind="restart", snapshot=snapshot, reason="x"
+    )
+    # Written straight to the table, as a compromised admin or a bad migration might.
+    Deployment.objects.filter(pk=deployment.pk).update(unit="x;reboot $(id).service")
+    fleet.clear_command_log("gpu-01")
+    change = wait_until_finished(change)
+    assert change.status == ChangeStatus.FAILED
+    assert "refusing to send unit name" in change.status_reason
+    assert not any("reboot" in line for line in fleet.command_log("gpu-01"))
+    snapshot = host_services.host_probe(host=deployment.host, trigger="manual")
+    assert snapshot.status == "error" and "refusing to send" in snapshot.error
