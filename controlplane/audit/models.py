@@ -58,9 +58,12 @@ class AuditEvent(models.Model):
             # History filters combine one of these with keyset pagination on seq.
             models.Index(fields=["action", "-seq"], name="audit_action_seq"),
             models.Index(fields=["host_id", "-seq"], name="audit_host_seq"),
+            # "what happened to this host" narrowed to one action, e.g. its model swaps
+            models.Index(fields=["host_id", "action", "-seq"], name="audit_host_action_seq"),
             models.Index(fields=["actor", "-seq"], name="audit_actor_seq"),
             models.Index(fields=["target_type", "target_id", "-seq"], name="audit_target_seq"),
             models.Index(fields=["correlation_id", "seq"], name="audit_correlation_seq"),
+            # time filters find the seq window they cover (selectors.events_filtered)
             models.Index(fields=["created_at"], name="audit_created_at"),
         ]
 

@@ -24,6 +24,10 @@ from .verification import created_iso_sql
 
 PAGE_SIZE = 50
 STORY_LIMIT = 200
+# Events are stamped under the chain lock, so created_at follows seq up to the clock skew
+# between the machines that write. Time filters are turned into a seq window this much wider,
+# which is exact while that skew stays below it.
+CLOCK_SKEW_MARGIN = dt.timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,9 @@ class EventFilter:
             value = getattr(self, f.name)
             if value in ("", None):
                 continue
-            out[f.name] = value.strftime("%Y-%m-%dT%H:%M") if f.name in ("since", "until") else value
+            out[f.name] = (
+                value.strftime("%Y-%m-%dT%H:%M") if f.name in ("since", "until") else value
+            )
         return out
 
     def querystring(self) -> str:
@@ -87,8 +93,26 @@ def events_filtered(*, filters: EventFilter) -> QuerySet[AuditEvent]:
         qs = qs.filter(_target_q(filters.target))
     if filters.since:
         qs = qs.filter(created_at__gte=filters.since)
+        # The newest event stamped well before `since` bounds the seq range from below, so the
+        # query walks the seq index over the window instead of every newer event.
+        floor = (
+            AuditEvent.objects.filter(created_at__lt=filters.since - CLOCK_SKEW_MARGIN)
+            .order_by("-created_at")
+            .values_list("seq", flat=True)
+            .first()
+        )
+        if floor is not None:
+            qs = qs.filter(seq__gt=floor)
     if filters.until:
         qs = qs.filter(created_at__lt=filters.until)
+        ceiling = (
+            AuditEvent.objects.filter(created_at__gte=filters.until + CLOCK_SKEW_MARGIN)
+            .order_by("created_at")
+            .values_list("seq", flat=True)
+            .first()
+        )
+        if ceiling is not None:
+            qs = qs.filter(seq__lt=ceiling)
     if filters.correlation:
         qs = qs.filter(correlation_id=filters.correlation)
     if filters.text:

@@ -374,3 +374,31 @@ def test_an_export_with_an_invalid_filter_is_refused(client: Client, viewer: Use
     client.force_login(viewer)
     response = client.get(reverse("audit:export_csv"), {"since": "not a date"})
     assert response.status_code == 400
+
+
+def test_time_filters_are_exact_even_when_clocks_disagree(client: Client, viewer: User) -> None:
+    def at(stamp: str, action: str) -> AuditEvent:
+        when = dt.datetime.fromisoformat(stamp).replace(tzinfo=dt.UTC)
+        with time_machine.travel(when, tick=False):
+            return services.record(action=action, actor="system:test")
+
+    at("2026-04-01T09:00:00", "test.early")
+    at("2026-04-01T10:00:00", "test.a")
+    at("2026-04-01T09:59:59", "test.skewed")  # written later by a machine whose clock lags
+    at("2026-04-01T10:00:02", "test.c")
+    at("2026-04-01T11:00:00", "test.late")
+    client.force_login(viewer)
+
+    def shown(**params: str) -> list[str]:
+        html = _body(client.get(reverse("audit:history"), params))
+        seqs = _seqs(html)
+        found = AuditEvent.objects.filter(seq__in=seqs, action__startswith="test.")
+        return sorted(found.values_list("action", flat=True))
+
+    assert shown(since="2026-04-01T10:00") == ["test.a", "test.c", "test.late"]
+    assert shown(until="2026-04-01T10:00") == ["test.early", "test.skewed"]
+    assert shown(since="2026-04-01T09:30", until="2026-04-01T10:30") == [
+        "test.a",
+        "test.c",
+        "test.skewed",
+    ]
