@@ -6,13 +6,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from controlplane.accounts.decorators import role_required, superuser_required
-from controlplane.accounts.roles import OPERATOR, VIEWER
+from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, has_role
 
 from . import charts, selectors, services
 from .choices import HostKeyStatus
@@ -67,8 +68,11 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @require_POST
-@role_required(OPERATOR)
+@role_required(VIEWER)
 def probe_now(request: HttpRequest, name: str) -> HttpResponse:
+    # Probing is read-only: operators probe before they request, approvers before they approve.
+    if not (has_role(request.user, OPERATOR) or has_role(request.user, APPROVER)):
+        raise PermissionDenied("Probing needs the operator or approver role.")
     host = get_object_or_404(Host, name=name)
     integrity = request.POST.get("integrity") == "1"
     previous = selectors.latest_snapshot(host)

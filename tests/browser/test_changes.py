@@ -72,8 +72,7 @@ def test_two_person_model_swap_from_request_to_after_snapshot(
     panel = other.locator("#approval-panel")
     expect(panel.locator("#decision-snapshot")).to_contain_text("kimi-k2.5")
     if panel.locator(".refusal").count():
-        # The snapshot went stale meanwhile: probe and review again (reloads after 2.5 s). An
-        # approver-only user gets no such button yet: see the xfail test at the end.
+        # The snapshot went stale meanwhile: probe and review again (reloads after 2.5 s).
         other.evaluate("window.__marker = 1")
         panel.get_by_role("button", name="Probe and review again").click()
         other.wait_for_function("window.__marker === undefined", timeout=15_000)
@@ -161,12 +160,6 @@ def test_a_stale_snapshot_is_refused_in_place_with_a_probe_button(
     expect(page.locator("input[name=snapshot_id]")).to_have_value(str(fresh.pk))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: the approval panel offers 'Probe and review again' to operators only "
-    "(templates/deployments/partials/snapshot_card.html) and hosts.views.probe_now needs the "
-    "operator role, so an approver cannot refresh a stale snapshot as README step 4 says",
-)
 def test_an_approver_probes_and_reviews_a_stale_request_again(
     make_fleet, celery_worker, live_server, operator, approver, page, settings
 ):
