@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    StreamingHttpResponse,
+)
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
@@ -115,7 +121,7 @@ EXPORT_HEADER = (
     "prev_hash",
     "hash",
 )
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = frozenset("=+-@\t\r")
 
 
 class _Line:
@@ -125,19 +131,16 @@ class _Line:
         return value
 
 
-def _cell(value: Any) -> Any:
-    # A spreadsheet would run a cell starting with "=" (a user agent or a failed login's name
-    # is attacker-chosen); the leading quote keeps it text. The JSON Lines export is verbatim.
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
 def _csv_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
+    # A spreadsheet would run a cell starting with "=" (a user agent or a failed login's name
+    # is attacker-chosen); a leading quote keeps it text. The JSON Lines export is verbatim.
     writer = csv.writer(_Line())
+    risky = _FORMULA_START
     yield writer.writerow(EXPORT_HEADER)
     for row in rows:
-        yield writer.writerow([_cell(v) for v in row])
+        yield writer.writerow(
+            ["'" + v if v.__class__ is str and v[:1] in risky else v for v in row]
+        )
 
 
 def _jsonl_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
@@ -148,7 +151,7 @@ def _jsonl_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
         yield f'{text[:-1]},"hash":"{row[18]}"}}\n'
 
 
-def _export(request: HttpRequest, kind: str) -> HttpResponse:
+def _export(request: HttpRequest, kind: str) -> HttpResponseBase:
     form, filters = _filters(request)
     if filters is None:
         return HttpResponse("Invalid filter: " + form.errors.as_text(), status=400)
@@ -169,10 +172,15 @@ def _export(request: HttpRequest, kind: str) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def export_csv(request: HttpRequest) -> HttpResponse:
-    return _export(request, "csv")
+    return _as_response(_export(request, "csv"))
 
 
 @require_safe
 @role_required(VIEWER)
 def export_jsonl(request: HttpRequest) -> HttpResponse:
-    return _export(request, "jsonl")
+    return _as_response(_export(request, "jsonl"))
+
+
+def _as_response(response: HttpResponseBase) -> HttpResponse:
+    # role_required is typed for HttpResponse; Django serves a StreamingHttpResponse the same.
+    return cast(HttpResponse, response)
