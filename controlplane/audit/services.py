@@ -165,10 +165,15 @@ def checkpoint_write(
     return written
 
 
-def verification_run(*, trigger: str, checkpoint_path: Path | None = None) -> VerificationResult:
-    """Verify the whole log and keep the outcome for the history page."""
+def verification_run(
+    *, trigger: str, checkpoint_path: Path | None = None, workers: int | None = None
+) -> VerificationResult:
+    """Verify the whole log and keep the outcome for the history page.
+
+    `workers=None` lets a large log on PostgreSQL be walked by several processes at once.
+    """
     started_at = timezone.now()
-    result = chain_verify(checkpoint_path=checkpoint_path)
+    result = chain_verify(checkpoint_path=checkpoint_path, workers=workers)
     AuditVerification.objects.create(
         started_at=started_at,
         duration_ms=round(result.duration_seconds * 1000),

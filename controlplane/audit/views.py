@@ -15,8 +15,10 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
+from django_htmx.http import push_url
 
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
@@ -58,8 +60,12 @@ def history(request: HttpRequest) -> HttpResponse:
     }
     if _is_partial(request):
         # "Load older" swaps in more rows; the filter form swaps the whole result block.
-        fragment = "results" if request.htmx.target == "audit-results" else "rows"  # type: ignore[attr-defined]
-        return render(request, f"audit/history.html#{fragment}", context)
+        if request.htmx.target != "audit-results":  # type: ignore[attr-defined]
+            return render(request, "audit/history.html#rows", context)
+        response = render(request, "audit/history.html#results", context)
+        # The address bar gets the filter without its empty fields, as a link would carry it.
+        query = context["query"]
+        return push_url(response, reverse("audit:history") + (f"?{query}" if query else ""))
     context.update(
         verification=selectors.verification_latest(),
         checkpoint=selectors.checkpoint_latest(),

@@ -152,6 +152,7 @@ def test_loading_older_events_with_htmx_returns_only_rows(client: Client, viewer
     html = _body(response)
     assert html.lstrip().startswith('<div id="audit-results">')
     assert "export.csv?action=test.event" in html
+    assert response["HX-Push-Url"] == "/audit/?action=test.event"
 
 
 @pytest.mark.parametrize(
