@@ -251,11 +251,8 @@ def _walk_range(
                 prev_hash = stored
                 expected = seq + 1
     if expected <= hi:
-        missing = (
-            f"events #{expected}..#{hi} are missing"
-            if expected < hi
-            else (f"event #{hi} is missing")
-        )
+        missing = f"events #{expected}..#{hi} are" if expected < hi else f"event #{hi} is"
+        missing += " missing"
         return walk(_Problem(expected, GAP, f"{missing} (the chain head records #{head_seq})"))
     return walk(None)
 
