@@ -60,7 +60,9 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
 
         settings.PROBE_CONCURRENCY = concurrency
         hosts = list(
-            Host.objects.select_related("credential").prefetch_related("deployments").order_by("name")
+            Host.objects.select_related("credential")
+            .prefetch_related("deployments")
+            .order_by("name")
         )
         assert len(hosts) == n, f"registered {len(hosts)} hosts, expected {n}"
         walls = []
@@ -72,8 +74,7 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
             for snap in snapshots:
                 statuses[snap.status] = statuses.get(snap.status, 0) + 1
         jobs = [
-            (services.ssh_target_for(h), services.probe_spec_for(h, integrity=False))
-            for h in hosts
+            (services.ssh_target_for(h), services.probe_spec_for(h, integrity=False)) for h in hosts
         ]
         ssh_walls = []
         for _ in range(3):
@@ -125,6 +126,24 @@ def _fresh_postgres(url: str, n: int) -> str:
     return f"{base}/{name}"
 
 
+async def _peer_rounds(targets: list, command: str, rounds: int, concurrency: int) -> list[float]:
+    from hosts.ssh import ConnectionPool, gather_limited
+
+    pool = ConnectionPool()
+    walls = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        results = await gather_limited(
+            (pool.run(t, command, connect_timeout=30, command_timeout=60) for t in targets),
+            concurrency,
+        )
+        walls.append(time.perf_counter() - started)
+        ok = sum(1 for t, r in zip(targets, results, strict=True) if t.address in r.stdout)
+        assert ok == len(targets), f"{ok}/{len(targets)} hosts answered from themselves"
+    await pool.close_all()
+    return walls
+
+
 def peers(args: argparse.Namespace) -> None:
     """Time the same asyncssh pool against the peers' OpenSSH fleet with their probe command."""
     import asyncio
@@ -132,7 +151,7 @@ def peers(args: argparse.Namespace) -> None:
     import asyncssh
 
     sys.path.insert(0, str(ROOT))
-    from hosts.ssh import ConnectionPool, SSHTarget, gather_limited
+    from hosts.ssh import SSHTarget
 
     fleet = Path("/tmp/peers-fleet")
     addresses = (fleet / "hosts.txt").read_text().split()
@@ -142,39 +161,29 @@ def peers(args: argparse.Namespace) -> None:
     for n in args.sizes:
         targets = []
         for address in addresses[:n]:
-            trusted, _, _, _, _, _, _ = known.match(address, address, 2222)
+            trusted = known.match(address, address, 2222)[0]
             pinned = trusted[0].export_public_key("openssh").decode().strip() if trusted else ""
             targets.append(SSHTarget(address, 2222, "root", key, pinned))
-
-        async def rounds() -> list[float]:
-            pool = ConnectionPool()
-            walls = []
-            for _ in range(args.rounds):
-                started = time.perf_counter()
-                results = await gather_limited(
-                    (pool.run(t, command, connect_timeout=30, command_timeout=60) for t in targets),
-                    args.concurrency,
-                )
-                walls.append(time.perf_counter() - started)
-                ok = sum(1 for t, r in zip(targets, results, strict=True) if t.address in r.stdout)
-                assert ok == n, f"{ok}/{n} hosts answered from themselves"
-            await pool.close_all()
-            return walls
-
-        walls = asyncio.run(rounds())
+        walls = asyncio.run(_peer_rounds(targets, command, args.rounds, args.concurrency))
         print(
             f"peers N={n}: cold {walls[0]:.2f} s, warm median {statistics.median(walls[1:]):.3f} s"
         )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--sizes", default="50,200,500", type=lambda s: [int(x) for x in s.split(",")])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", default="50,200,500", type=lambda s: [int(x) for x in s.split(",")]
+    )
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--base-port", type=int, default=23000)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--database", help="a PostgreSQL URL; a fresh database per size is made")
-    parser.add_argument("--peers-dir", help="probe the running peers fleet instead of the simulator")
+    parser.add_argument(
+        "--peers-dir", help="probe the running peers fleet instead of the simulator"
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

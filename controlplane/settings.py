@@ -167,6 +167,8 @@ AUDIT_SIGNING_KEY = (
     env("AUDIT_SIGNING_KEY", default=None)
     or base64.b64encode(hashlib.sha256(b"audit-signing:" + SECRET_KEY.encode()).digest()).decode()
 )
+# Extra base64 Ed25519 public keys whose checkpoints verify (after rotating the signing key).
+AUDIT_TRUSTED_PUBLIC_KEYS = env.list("AUDIT_TRUSTED_PUBLIC_KEYS", default=[])
 AUDIT_CHECKPOINT_SECONDS = env.int("AUDIT_CHECKPOINT_SECONDS", default=300)
 AUDIT_VERIFY_SECONDS = env.int("AUDIT_VERIFY_SECONDS", default=900)
 

@@ -20,6 +20,7 @@ from .probe import ProbeOutcome, probe_many
 from .ssh import CommandResult, SSHFailure, SSHTarget, ssh_loop
 
 
+@transaction.atomic
 def credential_create(*, name: str, private_key: str, passphrase: str | None = None) -> Credential:
     credential = Credential(name=name)
     credential.set_private_key(private_key, passphrase)
@@ -28,6 +29,7 @@ def credential_create(*, name: str, private_key: str, passphrase: str | None = N
     return credential
 
 
+@transaction.atomic
 def host_create(
     *,
     name: str,

@@ -14,6 +14,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from controlplane.accounts.decorators import role_required, superuser_required
 from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, has_role
+from controlplane.audit import selectors as audit_selectors
 
 from . import charts, selectors, services
 from .choices import HostKeyStatus
@@ -63,6 +64,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         changes=host.changes.select_related("deployment").order_by("-created_at")[:10],
         chart=charts.gpu_chart(selectors.gpu_series(host)),
         integrity_snapshot=host.snapshots.filter(includes_integrity=True).first(),
+        timeline_events=audit_selectors.host_timeline(host.pk),
     )
     return render(request, "hosts/host_detail.html", context)
 
