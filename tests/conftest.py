@@ -87,3 +87,8 @@ def outsider(db: None) -> User:
 @pytest.fixture
 def admin_user(db: None) -> User:
     return _user("root-admin", superuser=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests last: they are the slowest, and the quick failures should come first."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

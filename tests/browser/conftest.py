@@ -48,8 +48,10 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
             test["NAME"] = f"{name or 'test_' + db['NAME']}_browser"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope: Playwright's sync API keeps an event loop running in this thread while it
+    # is open, and tests elsewhere call asyncio.run().
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
