@@ -48,8 +48,13 @@ INSTALLED_APPS = [
     "template_partials",
     "django_celery_beat",
     "controlplane",
+    "rest_framework",
+    "drf_spectacular",
     "controlplane.accounts",
     "controlplane.audit",
+    "controlplane.api",
+    "controlplane.notifications",
+    "controlplane.monitoring",
     "hosts",
     "deployments",
 ]
@@ -196,4 +201,15 @@ HEALTH_POLL_SECONDS = env.float("HEALTH_POLL_SECONDS", default=2.0)
 CELERY_BEAT_SCHEDULE["recover-interrupted-jobs"] = {
     "task": "deployments.tasks.recover_interrupted_jobs",
     "schedule": JOB_RECOVERY_SWEEP_SECONDS,
+}
+
+# --- JSON API -----------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU control plane API",
+    "DESCRIPTION": "Hosts, snapshots, deployments, change requests and the audit log.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
 }

@@ -7,6 +7,9 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("audit/", include("controlplane.audit.urls")),
+    path("api/v1/", include("controlplane.api.urls")),
+    path("", include("controlplane.notifications.urls")),
+    path("", include("controlplane.monitoring.urls")),
     path("", include("deployments.urls")),
     path("", include("hosts.urls")),
 ]

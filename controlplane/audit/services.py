@@ -12,7 +12,7 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
-from . import checkpoints, context
+from . import checkpoints, context, signals
 from .chain import GENESIS_HASH, event_hash, normalize_ip
 from .models import AuditChainHead, AuditEvent, AuditVerification
 from .verification import VerificationResult, chain_verify
@@ -138,6 +138,9 @@ def record(
         event.save()
         head.seq, head.hash = event.seq, event.hash
         head.save(update_fields=["seq", "hash"])
+    # Listeners (notifications) hear of the event only once it is committed, never for a
+    # change that rolled back.
+    transaction.on_commit(lambda: signals.event_committed.send(sender=AuditEvent, event=event))
     return event
 
 
