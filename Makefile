@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Tests use PostgreSQL when one answers on 127.0.0.1:5432 (CI has one), SQLite otherwise.
 PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 
-.PHONY: install run test lint typecheck pytest chromium clean
+.PHONY: install run test lint typecheck pytest chromium compose-check clean
 
 install: $(STAMP)
 
@@ -25,6 +25,13 @@ chromium:
 	  echo "Installing Debian's chromium for the browser tests..."; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# No Docker engine runs here: Debian's docker-compose validates the file (schema, references).
+compose-check:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+	  echo "Installing Debian's docker-compose to validate docker-compose.yml..."; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
+	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -40,7 +47,7 @@ pytest: install chromium
 	echo "database: $${DATABASE_URL:-sqlite}"; \
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: lint typecheck compose-check pytest
 
 clean:
 	rm -rf $(VENV) .run db.sqlite3 .mypy_cache .ruff_cache .pytest_cache
