@@ -213,3 +213,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }
+
+# --- metrics and notifications ------------------------------------------------------------------
+# Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>`. Unset, only people
+# signed in with a role can read it.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# controlplane_probe_outcomes counts snapshots taken within this trailing window.
+METRICS_PROBE_WINDOW_SECONDS = env.int("METRICS_PROBE_WINDOW_SECONDS", default=3600)

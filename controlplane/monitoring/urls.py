@@ -1,3 +1,9 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from . import views
+
+app_name = "monitoring"
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("metrics", views.metrics, name="metrics"),
+]

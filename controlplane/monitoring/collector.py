@@ -1,0 +1,239 @@
+"""A Prometheus collector that reads the database on every scrape.
+
+Nothing here is a process-global counter mutated by request code: each scrape asks the
+database (monitoring.selectors) and turns rows into metric families, so every web process
+answers the same numbers and a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from functools import cache
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from deployments.choices import ChangeKind, ChangeStatus
+from hosts.choices import HostKeyStatus, SnapshotStatus
+
+from . import selectors
+
+MIB = 1048576
+# A probe that reached the host and ran its script; anything else says the host is not seen.
+UP_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
+
+# (metric suffix, GPU field in the parsed snapshot, scale, help)
+GPU_GAUGES: tuple[tuple[str, str, float, str], ...] = (
+    ("memory_used_bytes", "memory_used_mib", MIB, "GPU memory in use (nvidia-smi memory.used)."),
+    ("memory_total_bytes", "memory_total_mib", MIB, "GPU memory in total (memory.total)."),
+    ("power_draw_watts", "power_draw_w", 1, "GPU power draw (power.draw)."),
+    ("power_limit_watts", "power_limit_w", 1, "GPU power limit (power.limit)."),
+    ("utilization_ratio", "utilization_pct", 0.01, "GPU utilisation, 0 to 1 (utilization.gpu)."),
+    ("temperature_celsius", "temperature_c", 1, "GPU temperature (temperature.gpu)."),
+)
+
+
+def _gauge(name: str, documentation: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"controlplane_{name}", documentation, labels=list(labels))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class ControlPlaneCollector:
+    """Everything the control plane knows, as gauges, rebuilt from the database per scrape."""
+
+    def describe(self) -> list[Metric]:
+        # Registering must not query the database (it happens at import time).
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        data = selectors.fleet_metrics()
+        yield from self._host_families(data)
+        yield from self._fleet_families(data)
+        took = _gauge("metrics_collect_seconds", "Time this scrape spent reading the database.")
+        took.add_metric([], time.perf_counter() - started)
+        yield took
+
+    def _host_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
+        gpu = {
+            suffix: _gauge(
+                f"gpu_{suffix}", text + " From the host's newest snapshot.", ["host", "gpu", "uuid"]
+            )
+            for suffix, _, _, text in GPU_GAUGES
+        }
+        enabled = _gauge("host_enabled", "1 if the host is probed on schedule.", ["host"])
+        up = _gauge(
+            "host_up",
+            "1 if the newest probe reached the host and ran (status ok or partial); 0 otherwise, "
+            "including hosts never probed.",
+            ["host"],
+        )
+        key_status = _gauge(
+            "host_key_status",
+            "1 for the host's SSH key status, 0 for the others.",
+            ["host", "status"],
+        )
+        status = _gauge(
+            "snapshot_status",
+            "1 for the status of the host's newest snapshot, 0 for the others.",
+            ["host", "status"],
+        )
+        taken = _gauge(
+            "snapshot_timestamp_seconds",
+            "When the newest snapshot was taken (Unix time).",
+            ["host"],
+        )
+        age = _gauge("snapshot_age_seconds", "Age of the newest snapshot at scrape time.", ["host"])
+        duration = _gauge(
+            "probe_duration_seconds",
+            "How long the probe behind the newest snapshot took.",
+            ["host"],
+        )
+        active = _gauge(
+            "service_active",
+            "1 if systemd reports the unit active in the newest snapshot.",
+            ["host", "unit"],
+        )
+        healthy = _gauge(
+            "server_healthy",
+            "1 if the unit's inference server answered /health.",
+            ["host", "unit"],
+        )
+        running = _gauge(
+            "requests_running",
+            "Requests being processed (the server's own /metrics).",
+            ["host", "unit"],
+        )
+        waiting = _gauge(
+            "requests_waiting", "Requests queued (the server's own /metrics).", ["host", "unit"]
+        )
+        served = _gauge(
+            "model_served_info",
+            "1 per model id the unit's server lists in /v1/models, with its root (path or id).",
+            ["host", "unit", "model", "root"],
+        )
+        for host in data.hosts:
+            enabled.add_metric([host.name], 1.0 if host.enabled else 0.0)
+            for choice in HostKeyStatus.values:
+                key_status.add_metric([host.name, choice], float(choice == host.host_key_status))
+            snapshot = host.snapshot
+            up.add_metric(
+                [host.name], float(snapshot is not None and snapshot.status in UP_STATUSES)
+            )
+            if snapshot is None:
+                continue
+            for choice in SnapshotStatus.values:
+                status.add_metric([host.name, choice], float(choice == snapshot.status))
+            taken.add_metric([host.name], snapshot.taken_at.timestamp())
+            age.add_metric([host.name], snapshot.age_seconds(data.now))
+            duration.add_metric([host.name], snapshot.duration_ms / 1000)
+            parsed = snapshot.parsed or {}
+            for reading in parsed.get("gpus") or []:
+                labels = [host.name, str(reading.get("index")), str(reading.get("uuid") or "")]
+                for suffix, key, scale, _ in GPU_GAUGES:
+                    value = _number(reading.get(key))
+                    if value is not None:
+                        gpu[suffix].add_metric(labels, value * scale)
+            for unit, dep in sorted((parsed.get("deployments") or {}).items()):
+                unit_state = dep.get("unit") or {}
+                server = dep.get("server") or {}
+                active.add_metric(
+                    [host.name, unit], float(unit_state.get("active_state") == "active")
+                )
+                healthy.add_metric([host.name, unit], float(bool(server.get("healthy"))))
+                for family, key in ((running, "requests_running"), (waiting, "requests_waiting")):
+                    value = _number(server.get(key))
+                    if value is not None:
+                        family.add_metric([host.name, unit], value)
+                for model, root in _model_roots(server):
+                    served.add_metric([host.name, unit, model, root], 1.0)
+        yield from gpu.values()
+        yield from (enabled, up, key_status, status, taken, age, duration)
+        yield from (active, healthy, running, waiting, served)
+
+    def _fleet_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
+        outcomes = _gauge(
+            "probe_outcomes",
+            "Snapshots taken per host and status within the trailing window "
+            "(controlplane_probe_outcomes_window_seconds). Not a counter: it goes down as old "
+            "snapshots leave the window.",
+            ["host", "status"],
+        )
+        for host in data.hosts:
+            for choice in SnapshotStatus.values:
+                outcomes.add_metric(
+                    [host.name, choice], float(data.probe_outcomes.get((host.id, choice), 0))
+                )
+        window = _gauge(
+            "probe_outcomes_window_seconds", "The window controlplane_probe_outcomes counts over."
+        )
+        window.add_metric([], float(data.probe_window_seconds))
+        # Every kind and status is present, zeros included, so increase() and alerts see the
+        # first failure as a change from 0 rather than as a new series.
+        changes = _gauge(
+            "change_requests",
+            "Change requests by kind and current status, all time. Final statuses only grow.",
+            ["kind", "status"],
+        )
+        for kind in ChangeKind.values:
+            for choice in ChangeStatus.values:
+                changes.add_metric([kind, choice], float(data.changes.get((kind, choice), 0)))
+        waiting = _gauge("approvals_waiting", "Change requests waiting for a second person.")
+        waiting.add_metric(
+            [],
+            float(sum(n for (_, s), n in data.changes.items() if s == "pending_approval")),
+        )
+        oldest = _gauge(
+            "approval_oldest_waiting_seconds",
+            "How long the oldest request has waited for approval (0 when none waits).",
+        )
+        oldest.add_metric(
+            [],
+            (data.now - data.oldest_waiting).total_seconds() if data.oldest_waiting else 0.0,
+        )
+        yield from (outcomes, window, changes, waiting, oldest)
+        yield from self._verification_families(data)
+
+    def _verification_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
+        ok = _gauge(
+            "audit_verification_ok",
+            "1 if the newest walk over the audit chain and its checkpoints found it intact. "
+            "Absent until the first verification.",
+        )
+        events = _gauge("audit_verification_events", "Events the newest verification checked.")
+        when = _gauge(
+            "audit_verification_timestamp_seconds", "When the newest verification ran (Unix time)."
+        )
+        took = _gauge("audit_verification_duration_seconds", "How long it took.")
+        result = data.verification
+        if result is not None:
+            ok.add_metric([], 1.0 if result.ok else 0.0)
+            events.add_metric([], float(result.events))
+            when.add_metric([], result.started_at.timestamp())
+            took.add_metric([], result.duration_ms / 1000)
+        yield from (ok, events, when, took)
+
+
+def _model_roots(server: dict[str, Any]) -> list[tuple[str, str]]:
+    """Pair served ids with their roots; /v1/models may leave roots out, so pair only when the
+    lists line up, and otherwise give every id all the roots there are."""
+    models = [str(m) for m in server.get("models") or []]
+    roots = [str(r) for r in server.get("model_roots") or []]
+    if len(roots) == len(models):
+        return list(zip(models, roots, strict=True))
+    return [(model, ",".join(roots)) for model in models]
+
+
+@cache
+def registry() -> CollectorRegistry:
+    """One registry per process holding only the control plane's collector."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ControlPlaneCollector())
+    return reg

@@ -1,0 +1,54 @@
+"""GET /metrics: the Prometheus exposition, for a scraper with the bearer token or a person
+signed in with a role."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+from prometheus_client.exposition import choose_encoder
+
+from controlplane.accounts.roles import VIEWER, has_role
+
+from .collector import registry
+
+
+def _unauthorized(message: str) -> HttpResponse:
+    response = HttpResponse(message + "\n", status=401, content_type="text/plain")
+    response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    return response
+
+
+def _bearer_token(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+@login_not_required  # a scraper has no session; the checks below replace the login redirect
+@never_cache
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    expected = settings.METRICS_TOKEN
+    presented = _bearer_token(request)
+    if presented is not None:
+        # A wrong token is refused even alongside a session, so a misconfigured scraper shows.
+        if not (expected and hmac.compare_digest(presented.encode(), expected.encode())):
+            return _unauthorized("invalid bearer token")
+    elif request.user.is_authenticated:
+        if not has_role(request.user, VIEWER):
+            raise PermissionDenied("Metrics need a role.")
+    elif expected:
+        return _unauthorized("send Authorization: Bearer <METRICS_TOKEN>")
+    else:
+        return redirect_to_login(request.get_full_path())
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    return HttpResponse(encoder(registry()), content_type=content_type)
