@@ -247,17 +247,22 @@ def _record_batch(
         host.last_probe_at = now
         if outcome.presented_key:
             _record_presented_key(host, outcome, snapshot)
-        audit.record(
-            action="probe.completed",
-            target=snapshot,
-            host=host,
-            snapshot=snapshot,
-            data={
-                "status": snapshot.status,
-                "trigger": trigger,
-                "duration_ms": snapshot.duration_ms,
-            },
-        )
+    audit.record_many(
+        [
+            {
+                "action": "probe.completed",
+                "target": snapshot,
+                "host": host,
+                "snapshot": snapshot,
+                "data": {
+                    "status": snapshot.status,
+                    "trigger": trigger,
+                    "duration_ms": snapshot.duration_ms,
+                },
+            }
+            for (host, _, _), snapshot in zip(items, snapshots, strict=True)
+        ]
+    )
     signals.snapshots_recorded.send(sender=StateSnapshot, snapshots=snapshots)
     return snapshots
 

@@ -6,6 +6,7 @@ import json
 import logging
 import re
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def _is_host(obj: Any) -> bool:
     return isinstance(obj, models.Model) and obj._meta.label_lower == "hosts.host"
 
 
-def record(
+def _event_fields(
     *,
     action: str,
     actor: Any = None,
@@ -91,12 +92,8 @@ def record(
     data: dict[str, Any] | None = None,
     request: Any = None,
     correlation_id: str | None = None,
-) -> AuditEvent:
-    """Append one event inside the caller's transaction (or a new one).
-
-    If the caller's transaction rolls back, the event goes with it; if it commits, so does the
-    event. The chain head row is locked until then, which serialises writers.
-    """
+) -> tuple[dict[str, Any], Any]:
+    """Everything about an event except its place in the chain (seq, time, hashes)."""
     ctx = context.current()
     actor_name, actor_id = _actor_fields(actor)
     target_type, target_id, target_label = _target_fields(target)
@@ -122,26 +119,79 @@ def record(
         "ip": normalize_ip(ip),
         "user_agent": _text(agent or "", 300),
     }
+    return fields, snapshot
+
+
+def _append(pending: list[tuple[dict[str, Any], Any]]) -> list[AuditEvent]:
+    """Chain and insert events under the head lock, in the caller's transaction."""
+    events = []
     with transaction.atomic():
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
         # The clock is read under the lock, so time never runs backwards along the chain
         # (on one clock) and the snapshot's age is measured at the moment of writing.
         now = timezone.now()
-        fields["created_at"] = now
-        fields["snapshot_age_seconds"] = (
-            round(snapshot.age_seconds(now=now), 3) if snapshot is not None else None
-        )
-        fields["seq"] = head.seq + 1
-        fields["prev_hash"] = head.hash or GENESIS_HASH
-        fields["hash"] = event_hash(fields)
-        event = AuditEvent(**fields)
-        event.save()
-        head.seq, head.hash = event.seq, event.hash
+        seq, prev = head.seq, head.hash or GENESIS_HASH
+        for fields, snapshot in pending:
+            fields["created_at"] = now
+            fields["snapshot_age_seconds"] = (
+                round(snapshot.age_seconds(now=now), 3) if snapshot is not None else None
+            )
+            seq += 1
+            fields["seq"] = seq
+            fields["prev_hash"] = prev
+            fields["hash"] = prev = event_hash(fields)
+            events.append(AuditEvent(**fields))
+        if len(events) == 1:
+            events[0].save()
+        else:
+            AuditEvent.objects.bulk_create(events)
+        head.seq, head.hash = seq, prev
         head.save(update_fields=["seq", "hash"])
-    # Listeners (notifications) hear of the event only once it is committed, never for a
+    # Listeners (notifications) hear of events only once they are committed, never for a
     # change that rolled back.
-    transaction.on_commit(lambda: signals.event_committed.send(sender=AuditEvent, event=event))
-    return event
+    for event in events:
+        transaction.on_commit(partial(signals.event_committed.send, sender=AuditEvent, event=event))
+    return events
+
+
+def record(
+    *,
+    action: str,
+    actor: Any = None,
+    target: Any = None,
+    host: Any = None,
+    snapshot: Any = None,
+    data: dict[str, Any] | None = None,
+    request: Any = None,
+    correlation_id: str | None = None,
+) -> AuditEvent:
+    """Append one event inside the caller's transaction (or a new one).
+
+    If the caller's transaction rolls back, the event goes with it; if it commits, so does the
+    event. The chain head row is locked until then, which serialises writers.
+    """
+    return _append(
+        [
+            _event_fields(
+                action=action,
+                actor=actor,
+                target=target,
+                host=host,
+                snapshot=snapshot,
+                data=data,
+                request=request,
+                correlation_id=correlation_id,
+            )
+        ]
+    )[0]
+
+
+def record_many(entries: list[dict[str, Any]]) -> list[AuditEvent]:
+    """Append several events (each given as `record`'s keyword arguments) with one lock and one
+    insert: for a probe round, whose hundreds of events would otherwise queue on the lock."""
+    if not entries:
+        return []
+    return _append([_event_fields(**entry) for entry in entries])
 
 
 def _text(value: str, limit: int) -> str:
