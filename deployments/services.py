@@ -385,6 +385,25 @@ def change_request_approve(
         raise ChangeRefused(
             "the two-person rule: you cannot approve your own request", code="forbidden"
         )
+    return _grant(
+        change=change, user=approver, snapshot=snapshot, reason=reason,
+        decision=ApprovalDecision.APPROVED, action="change.approved", when="approval",
+    )  # fmt: skip
+
+
+def _grant(
+    *,
+    change: ChangeRequest,
+    user: Any,
+    snapshot: StateSnapshot,
+    reason: str,
+    decision: str,
+    action: str,
+    when: str,
+    alert: bool = False,
+) -> ChangeRequest:
+    """Record an approval bound to the request's parameters and the snapshot `user` saw, and
+    queue the job; or mark the request drifted if that snapshot differs materially."""
     with transaction.atomic():
         change = _lock_open(change, ChangeStatus.PENDING_APPROVAL)
         if change.params_digest != change_params_digest(change):
@@ -399,14 +418,14 @@ def change_request_approve(
             change.snapshot.material_fingerprint(), snapshot.material_fingerprint()
         )
         if drift:
-            _mark_drifted(change, drift, snapshot=snapshot, actor=approver, when="approval")
+            _mark_drifted(change, drift, snapshot=snapshot, actor=user, when=when)
             return change
         now = timezone.now()
         Approval.objects.create(
             change=change,
-            approver=approver,
-            approver_name=approver.get_username(),
-            decision=ApprovalDecision.APPROVED,
+            approver=user,
+            approver_name=user.get_username(),
+            decision=decision,
             reason=reason[:2000],
             snapshot=snapshot,
             snapshot_digest=snapshot.digest,
@@ -424,19 +443,22 @@ def change_request_approve(
                 "it has finished",
                 code="conflict",
             ) from exc
+        data = {
+            "reason": reason,
+            "snapshot_age_seconds": round(age, 3),
+            "params_digest": change.params_digest,
+            "expires_in_seconds": settings.APPROVAL_TTL_SECONDS,
+        }
+        if alert:
+            data["alert"] = True
         audit.record(
-            action="change.approved",
-            actor=approver,
+            action=action,
+            actor=user,
             target=change,
             host=change.host,
             snapshot=snapshot,
             correlation_id=change.correlation_id,
-            data={
-                "reason": reason,
-                "snapshot_age_seconds": round(age, 3),
-                "params_digest": change.params_digest,
-                "expires_in_seconds": settings.APPROVAL_TTL_SECONDS,
-            },
+            data=data,
         )
         _enqueue_on_commit(change)
     return change
@@ -482,50 +504,11 @@ def change_request_break_glass(
         raise ChangeRefused("break-glass needs an administrator", code="forbidden")
     if len((reason or "").strip()) < 10:
         raise ChangeRefused("break-glass needs a written reason (at least 10 characters)")
-    with transaction.atomic():
-        change = _lock_open(change, ChangeStatus.PENDING_APPROVAL)
-        try:
-            age = host_services.snapshot_require_fresh(snapshot=snapshot, host=change.host)
-        except host_services.SnapshotNotUsable as exc:
-            raise _stale(exc) from exc
-        drift = fingerprint_drift(
-            change.snapshot.material_fingerprint(), snapshot.material_fingerprint()
-        )
-        if drift:
-            _mark_drifted(change, drift, snapshot=snapshot, actor=admin, when="break-glass")
-            return change
-        now = timezone.now()
-        Approval.objects.create(
-            change=change,
-            approver=admin,
-            approver_name=admin.get_username(),
-            decision=ApprovalDecision.BREAK_GLASS,
-            reason=reason[:2000],
-            snapshot=snapshot,
-            snapshot_digest=snapshot.digest,
-            params_digest=change.params_digest,
-            created_at=now,
-            expires_at=now + dt.timedelta(seconds=settings.APPROVAL_TTL_SECONDS),
-        )
-        try:
-            with transaction.atomic():
-                change.status = ChangeStatus.QUEUED
-                change.save(update_fields=["status"])
-        except IntegrityError as exc:
-            raise ChangeRefused(
-                f"another job is queued or running on {change.host.name}", code="conflict"
-            ) from exc
-        audit.record(
-            action="change.break_glass",
-            actor=admin,
-            target=change,
-            host=change.host,
-            snapshot=snapshot,
-            correlation_id=change.correlation_id,
-            data={"reason": reason, "snapshot_age_seconds": round(age, 3), "alert": True},
-        )
-        _enqueue_on_commit(change)
-    return change
+    return _grant(
+        change=change, user=admin, snapshot=snapshot, reason=reason,
+        decision=ApprovalDecision.BREAK_GLASS, action="change.break_glass", when="break-glass",
+        alert=True,
+    )  # fmt: skip
 
 
 def change_request_cancel(*, change: ChangeRequest, user: Any) -> ChangeRequest:
