@@ -220,3 +220,19 @@ SPECTACULAR_SETTINGS = {
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # controlplane_probe_outcomes counts snapshots taken within this trailing window.
 METRICS_PROBE_WINDOW_SECONDS = env.int("METRICS_PROBE_WINDOW_SECONDS", default=3600)
+# Outgoing webhooks: a delivery is tried once, then again after each of these delays (seconds),
+# so the default makes 5 attempts over about 7 minutes.
+WEBHOOK_RETRY_DELAYS = env.list("WEBHOOK_RETRY_DELAYS", cast=float, default=[10, 30, 90, 270])
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+# Deliveries go to this Celery queue ("" is Celery's default queue): a dedicated queue keeps a
+# slow receiver from holding up change jobs on the same workers.
+WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="")
+# Beat re-enqueues deliveries still pending (or overdue for a retry) after this long, in case the
+# broker was down when they were created or their message was lost with a worker.
+WEBHOOK_REQUEUE_AFTER_SECONDS = env.int("WEBHOOK_REQUEUE_AFTER_SECONDS", default=60)
+# Prefix for links in notifications, e.g. https://controlplane.example.com; paths when unset.
+CONTROLPLANE_BASE_URL = env.str("CONTROLPLANE_BASE_URL", default="")
+CELERY_BEAT_SCHEDULE["webhook-requeue"] = {
+    "task": "controlplane.notifications.tasks.requeue_deliveries",
+    "schedule": WEBHOOK_REQUEUE_AFTER_SECONDS,
+}

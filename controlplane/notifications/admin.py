@@ -1,0 +1,105 @@
+"""Admin: endpoints through the same audited services as the pages; deliveries read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from . import services
+from .choices import EventType
+from .forms import MIN_SECRET_LENGTH
+from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+
+class WebhookEndpointAdminForm(forms.ModelForm):
+    """The secret is write-only here too: always rendered empty, kept when left empty."""
+
+    secret = forms.CharField(
+        required=False,
+        min_length=MIN_SECRET_LENGTH,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted. Leave empty to keep the current secret.",
+    )
+    url = forms.URLField(label="URL", max_length=500, assume_scheme="https")
+    event_types = forms.MultipleChoiceField(
+        choices=EventType.choices, widget=forms.CheckboxSelectMultiple
+    )
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = ["name", "url", "event_types", "active"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("secret") and not self.instance.pk:
+            self.add_error("secret", "A new endpoint needs a secret.")
+        elif data.get("secret"):
+            # Model validation needs a value; the service stores the real thing.
+            self.instance.set_secret(data["secret"])
+        return data
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    form = WebhookEndpointAdminForm
+    list_display = ("name", "url_display", "active", "created_at")
+    list_filter = ("active",)
+    search_fields = ("name",)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        values = {
+            "name": data["name"],
+            "url": data["url"],
+            "event_types": data["event_types"],
+            "active": data["active"],
+        }
+        if change:
+            saved = services.endpoint_update(
+                actor=request.user, endpoint=obj, secret=data.get("secret") or None, **values
+            )
+        else:
+            saved = services.endpoint_create(actor=request.user, secret=data["secret"], **values)
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        services.endpoint_delete(actor=request.user, endpoint=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for endpoint in queryset:
+            services.endpoint_delete(actor=request.user, endpoint=endpoint)
+
+
+class WebhookAttemptInline(admin.TabularInline):
+    model = WebhookAttempt
+    extra = 0
+    can_delete = False
+    fields = ("number", "started_at", "duration_ms", "response_code", "error", "succeeded")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """A record of what was sent: visible, never edited."""
+
+    list_display = ("id", "created_at", "endpoint_name", "event_type", "status", "attempts")
+    list_filter = ("status", "event_type")
+    search_fields = ("endpoint_name",)
+    inlines = [WebhookAttemptInline]
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

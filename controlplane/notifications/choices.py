@@ -1,0 +1,25 @@
+from django.db import models
+
+
+class EventType(models.TextChoices):
+    APPROVAL_NEEDED = "approval.needed", "approval needed"
+    CHANGE_APPROVED = "change.approved", "change approved"
+    CHANGE_REJECTED = "change.rejected", "change rejected"
+    JOB_FINISHED = "job.finished", "job finished (with its outcome)"
+    DRIFT_DETECTED = "drift.detected", "drift detected"
+    HOST_UNREACHABLE = "host.unreachable", "host unreachable"
+    HOST_KEY_CHANGED = "host.key_changed", "host key changed"
+
+
+# Sent only by "Send a test" to one endpoint; nobody subscribes to it.
+PING = "ping"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    RETRYING = "retrying", "retrying"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+
+
+OPEN_DELIVERY_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
