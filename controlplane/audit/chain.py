@@ -108,27 +108,7 @@ def _ip_json(value: str | None) -> str:
 
 
 # Columns in the order `row_hash` takes them; verification selects exactly these.
-ROW_COLUMNS = (
-    "seq",
-    "created_at",
-    "actor",
-    "actor_user_id",
-    "action",
-    "target_type",
-    "target_id",
-    "target_label",
-    "host_id",
-    "host_label",
-    "snapshot_id",
-    "snapshot_digest",
-    "snapshot_age_seconds",
-    "correlation_id",
-    "data",
-    "ip",
-    "user_agent",
-    "prev_hash",
-    "hash",
-)
+ROW_COLUMNS = (*HASHED_FIELDS, "hash")
 
 
 def row_hash(row: tuple[Any, ...]) -> str:

@@ -24,7 +24,7 @@ from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
 
 from . import selectors
-from .chain import row_canonical
+from .chain import ROW_COLUMNS, row_canonical
 from .forms import EventFilterForm
 from .selectors import EventFilter
 
@@ -106,27 +106,7 @@ def host_timeline(request: HttpRequest, host_id: int) -> HttpResponse:
 
 # --- export --------------------------------------------------------------------------------
 
-EXPORT_HEADER = (
-    "seq",
-    "created_at",
-    "actor",
-    "actor_user_id",
-    "action",
-    "target_type",
-    "target_id",
-    "target_label",
-    "host_id",
-    "host_label",
-    "snapshot_id",
-    "snapshot_digest",
-    "snapshot_age_seconds",
-    "correlation_id",
-    "data",
-    "ip",
-    "user_agent",
-    "prev_hash",
-    "hash",
-)
+EXPORT_HEADER = ROW_COLUMNS  # every stored field, so an export can be verified offline
 _FORMULA_START = frozenset("=+-@\t\r")
 
 
