@@ -1,7 +1,6 @@
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
+
+from controlplane.admin_readonly import ReadOnlyAdmin
 
 from .models import (
     Approval,
@@ -28,42 +27,27 @@ class DeploymentAdmin(admin.ModelAdmin):
     readonly_fields = ("current_revision",)
 
 
-class EvidenceAdmin(admin.ModelAdmin):
-    """Decisions and their records are changed only through the services, never by hand."""
-
-    show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(DeploymentRevision)
-class DeploymentRevisionAdmin(EvidenceAdmin):
+class DeploymentRevisionAdmin(ReadOnlyAdmin):
     list_display = ("deployment", "number", "model", "unit_sha256", "created_by", "created_at")
 
 
 @admin.register(ChangeRequest)
-class ChangeRequestAdmin(EvidenceAdmin):
+class ChangeRequestAdmin(ReadOnlyAdmin):
     list_display = ("id", "host", "kind", "status", "requested_by_name", "created_at")
     list_filter = ("status", "kind")
 
 
 @admin.register(Approval)
-class ApprovalAdmin(EvidenceAdmin):
+class ApprovalAdmin(ReadOnlyAdmin):
     list_display = ("change", "decision", "approver_name", "created_at", "expires_at", "voided_at")
 
 
 @admin.register(JobStep)
-class JobStepAdmin(EvidenceAdmin):
+class JobStepAdmin(ReadOnlyAdmin):
     list_display = ("change", "seq", "name", "status", "exit_status", "started_at")
 
 
 @admin.register(HostLease)
-class HostLeaseAdmin(EvidenceAdmin):
+class HostLeaseAdmin(ReadOnlyAdmin):
     list_display = ("host", "holder", "fencing_token", "expires_at")

@@ -2,7 +2,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+
+from controlplane.admin_readonly import ReadOnlyAdmin
 
 from .models import Credential, Host, StateSnapshot
 
@@ -67,18 +68,8 @@ class HostAdmin(admin.ModelAdmin):
 
 
 @admin.register(StateSnapshot)
-class StateSnapshotAdmin(admin.ModelAdmin):
+class StateSnapshotAdmin(ReadOnlyAdmin):
     """Snapshots are evidence: visible, never editable."""
 
     list_display = ("id", "host", "taken_at", "status", "trigger", "duration_ms")
     list_filter = ("status", "trigger")
-    show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
