@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 
+from tests import factories as f
 from tests.conftest import PASSWORD
 
 from .conftest import TOKEN
@@ -73,6 +77,7 @@ def test_the_right_token_gets_the_exposition(client, metrics_token):
 
 
 def test_openmetrics_is_served_when_asked_for(client, metrics_token):
+    f.make_snapshot(f.make_host("gpu-01"))
     response = client.get(
         "/metrics",
         HTTP_AUTHORIZATION=f"Bearer {metrics_token}",
@@ -81,6 +86,8 @@ def test_openmetrics_is_served_when_asked_for(client, metrics_token):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/openmetrics-text")
     assert response.content.endswith(b"# EOF\n")
+    families = {m.name for m in openmetrics_families(response.content.decode())}
+    assert "controlplane_model_served_info" in families
 
 
 def test_only_get_and_head(client, metrics_token):
