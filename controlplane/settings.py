@@ -204,15 +204,57 @@ CELERY_BEAT_SCHEDULE["recover-interrupted-jobs"] = {
 }
 
 # --- JSON API -----------------------------------------------------------------------------------
+# Token first: a request without credentials then answers 401 with WWW-Authenticate: Bearer.
+# Session auth serves the browsable API and keeps DRF's CSRF check on unsafe methods.
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "controlplane.api.authentication.APITokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "controlplane.api.permissions.HasRole",
+    ],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    # JSON only: the browsable API then offers its raw JSON form rather than HTML forms.
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "controlplane.api.errors.api_exception_handler",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU control plane API",
-    "DESCRIPTION": "Hosts, snapshots, deployments, change requests and the audit log.",
+    "DESCRIPTION": "Hosts, snapshots, deployments, change requests and the audit log. "
+    "Authenticate with a personal token from the API tokens page: "
+    "`Authorization: Bearer <token>`. The same rules as the pages hold: a destructive change "
+    "rests on a fresh snapshot (409 with its age and the limit otherwise), model swaps need a "
+    "second person (403 with the reason), and every decision is in the audit log.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": [
+        "rest_framework.permissions.IsAuthenticated",
+        "controlplane.api.permissions.HasRole",
+    ],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "ENUM_NAME_OVERRIDES": {
+        "SnapshotStatusEnum": "hosts.choices.SnapshotStatus",
+        "ChangeStatusEnum": "deployments.choices.ChangeStatus",
+        "StepStatusEnum": "deployments.choices.StepStatus",
+    },
 }
+# Swagger UI's files vendored by drf-spectacular-sidecar (no CDN); without the package the
+# docs page falls back to the browsable API.
+import importlib.util  # noqa: E402
+
+if importlib.util.find_spec("drf_spectacular_sidecar") is not None:
+    INSTALLED_APPS.append("drf_spectacular_sidecar")
+    SPECTACULAR_SETTINGS.update(
+        SWAGGER_UI_DIST="SIDECAR", SWAGGER_UI_FAVICON_HREF="SIDECAR", REDOC_DIST="SIDECAR"
+    )
 
 # --- metrics and notifications ------------------------------------------------------------------
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>`. Unset, only people

@@ -1,0 +1,34 @@
+"""The API's front door: where everything is, for people browsing with a session."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from .base import APIView
+
+
+class APIRoot(APIView):
+    @extend_schema(
+        operation_id="root",
+        summary="Links to every collection",
+        responses=inline_serializer(
+            "APIRoot", {name: serializers.CharField() for name in ("hosts", "schema", "docs")}
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        links = {
+            "hosts": "api:host-list",
+            "deployments": "api:deployment-list",
+            "models": "api:model-list",
+            "changes": "api:change-list",
+            "audit_events": "api:audit-event-list",
+            "audit_export": "api:audit-export",
+            "schema": "api:schema",
+            "docs": "api:docs",
+            "tokens": "api:tokens",
+        }
+        return Response({k: request.build_absolute_uri(reverse(v)) for k, v in links.items()})
