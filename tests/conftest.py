@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.backends.postgresql.base import DatabaseWrapper as PostgresWrapper
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
@@ -14,6 +15,9 @@ from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_
 pytest_plugins = ["tests.fleet", "tests.workers"]
 
 PASSWORD = "correct-horse-battery-staple"
+
+# Personas are created in nearly every test; a slow hasher is what production wants, not tests.
+settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _flush_with_audit_triggers_lifted(ops: Any, sql_list: list[str]) -> None:

@@ -53,6 +53,8 @@ def start_worker(queue: str, log: Path, **env_overrides: str) -> WorkerProcess:
         DATABASE_URL=_database_url(),
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         HEALTH_POLL_SECONDS="0.2",
+        # What the worker itself queues (webhook deliveries, ...) stays on the private queue.
+        CELERY_TASK_DEFAULT_QUEUE=queue,
         **env_overrides,
     )
     handle = log.open("wb")

@@ -150,7 +150,11 @@ def _append(pending: list[tuple[dict[str, Any], Any]]) -> list[AuditEvent]:
     # Listeners (notifications) hear of events only once they are committed, never for a
     # change that rolled back.
     for event in events:
-        transaction.on_commit(partial(signals.event_committed.send, sender=AuditEvent, event=event))
+        # send_robust + robust: a failing listener must never fail the action it heard about.
+        transaction.on_commit(
+            partial(signals.event_committed.send_robust, sender=AuditEvent, event=event),
+            robust=True,
+        )
     return events
 
 
