@@ -205,5 +205,4 @@ class ChangeCancel(APIView):
         responses={200: ChangeDetailSerializer, **REFUSALS},
     )
     def post(self, request: Request, pk: int) -> Response:
-        services.change_request_cancel(change=_change(pk), user=request.user)
-        return _detail(_change(pk))
+        return _detail(services.change_request_cancel(change=_change(pk), user=request.user))

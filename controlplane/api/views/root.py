@@ -10,25 +10,24 @@ from rest_framework.response import Response
 
 from .base import APIView
 
+LINKS = {
+    "hosts": "api:host-list",
+    "deployments": "api:deployment-list",
+    "models": "api:model-list",
+    "changes": "api:change-list",
+    "audit_events": "api:audit-event-list",
+    "audit_export": "api:audit-export",
+    "schema": "api:schema",
+    "docs": "api:docs",
+    "tokens": "api:tokens",
+}
+
 
 class APIRoot(APIView):
     @extend_schema(
         operation_id="root",
         summary="Links to every collection",
-        responses=inline_serializer(
-            "APIRoot", {name: serializers.CharField() for name in ("hosts", "schema", "docs")}
-        ),
+        responses=inline_serializer("APIRoot", {name: serializers.URLField() for name in LINKS}),
     )
     def get(self, request: Request) -> Response:
-        links = {
-            "hosts": "api:host-list",
-            "deployments": "api:deployment-list",
-            "models": "api:model-list",
-            "changes": "api:change-list",
-            "audit_events": "api:audit-event-list",
-            "audit_export": "api:audit-export",
-            "schema": "api:schema",
-            "docs": "api:docs",
-            "tokens": "api:tokens",
-        }
-        return Response({k: request.build_absolute_uri(reverse(v)) for k, v in links.items()})
+        return Response({k: request.build_absolute_uri(reverse(v)) for k, v in LINKS.items()})
