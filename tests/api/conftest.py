@@ -45,9 +45,3 @@ def refusal(response: Any) -> dict[str, Any]:
     body = response.json()
     assert set(body) >= {"detail", "code"}, body
     return body
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    """Personas are created per test; a slow password hash would dominate the run."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
