@@ -66,11 +66,23 @@ class EventFilter:
 def _host_q(value: str) -> Q:
     from hosts.models import Host  # hosts depends on audit, not the other way round
 
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit() is true, int("²") is not
         return Q(host_id=int(value))
     host_id = Host.objects.filter(name=value).values_list("pk", flat=True).first()
     # The host may be gone; its events still carry its name.
     return Q(host_id=host_id) if host_id is not None else Q(host_label=value)
+
+
+def _shifted(moment: dt.datetime, by: dt.timedelta) -> dt.datetime:
+    """`moment + by`, held inside the calendar at its ends (year 1 and 9999)."""
+    try:
+        return moment + by
+    except OverflowError:
+        return (
+            dt.datetime.min.replace(tzinfo=dt.UTC)
+            if by < dt.timedelta(0)
+            else dt.datetime.max.replace(tzinfo=dt.UTC)
+        )
 
 
 def _target_q(value: str) -> Q:
@@ -98,7 +110,7 @@ def events_filtered(*, filters: EventFilter) -> QuerySet[AuditEvent]:
         # The newest event stamped well before `since` bounds the seq range from below, so the
         # query walks the seq index over the window instead of every newer event.
         floor = (
-            AuditEvent.objects.filter(created_at__lt=filters.since - CLOCK_SKEW_MARGIN)
+            AuditEvent.objects.filter(created_at__lt=_shifted(filters.since, -CLOCK_SKEW_MARGIN))
             .order_by("-created_at")
             .values_list("seq", flat=True)
             .first()
@@ -108,7 +120,7 @@ def events_filtered(*, filters: EventFilter) -> QuerySet[AuditEvent]:
     if filters.until:
         qs = qs.filter(created_at__lt=filters.until)
         ceiling = (
-            AuditEvent.objects.filter(created_at__gte=filters.until + CLOCK_SKEW_MARGIN)
+            AuditEvent.objects.filter(created_at__gte=_shifted(filters.until, CLOCK_SKEW_MARGIN))
             .order_by("created_at")
             .values_list("seq", flat=True)
             .first()

@@ -3,8 +3,7 @@ role: there is no view here that writes, and every view answers GET and HEAD onl
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 from django.http import (
@@ -23,8 +22,7 @@ from django_htmx.http import push_url
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
 
-from . import selectors
-from .chain import ROW_COLUMNS, row_canonical
+from . import export, selectors
 from .forms import EventFilterForm
 from .selectors import EventFilter
 
@@ -106,36 +104,6 @@ def host_timeline(request: HttpRequest, host_id: int) -> HttpResponse:
 
 # --- export --------------------------------------------------------------------------------
 
-EXPORT_HEADER = ROW_COLUMNS  # every stored field, so an export can be verified offline
-_FORMULA_START = frozenset("=+-@\t\r")
-
-
-class _Line:
-    """csv.writer needs a file; this one hands back what was written."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-def _csv_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
-    # A spreadsheet would run a cell starting with "=" (a user agent or a failed login's name
-    # is attacker-chosen); a leading quote keeps it text. The JSON Lines export is verbatim.
-    writer = csv.writer(_Line())
-    risky = _FORMULA_START
-    yield writer.writerow(EXPORT_HEADER)
-    for row in rows:
-        yield writer.writerow(
-            ["'" + v if v.__class__ is str and v[:1] in risky else v for v in row]
-        )
-
-
-def _jsonl_lines(rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
-    # Each line is the event's canonical JSON plus its hash: drop "hash", re-serialise with
-    # sorted keys and SHA-256 gives "hash" back, so an unfiltered export verifies offline.
-    for row in rows:
-        text = row_canonical(row)
-        yield f'{text[:-1]},"hash":"{row[18]}"}}\n'
-
 
 def _export(request: HttpRequest, kind: str) -> HttpResponseBase:
     form, filters = _filters(request)
@@ -144,10 +112,10 @@ def _export(request: HttpRequest, kind: str) -> HttpResponseBase:
     rows = selectors.events_export_rows(filters=filters)
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if kind == "csv":
-        body: Iterator[str] = _csv_lines(rows)
+        body: Iterator[str] = export.csv_lines(rows)
         content_type, ext = "text/csv; charset=utf-8", "csv"
     else:
-        body = _jsonl_lines(rows)
+        body = export.jsonl_lines(rows)
         content_type, ext = "application/x-ndjson; charset=utf-8", "jsonl"
     response = StreamingHttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.{ext}"'

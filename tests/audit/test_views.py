@@ -403,3 +403,15 @@ def test_time_filters_are_exact_even_when_clocks_disagree(client: Client, viewer
         "test.c",
         "test.skewed",
     ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["since=0001-01-01T00:00", "until=9999-12-31T23:59", "host=%C2%B2", "host=%D9%A3"],
+)
+def test_filters_at_the_edges_of_the_calendar_and_unicode_digits_are_not_errors(
+    client, viewer, query
+):
+    client.force_login(viewer)
+    assert client.get(f"/audit/?{query}").status_code in {200, 400}
+    assert client.get(f"/audit/export.csv?{query}").status_code in {200, 400}

@@ -21,10 +21,10 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from controlplane.audit import selectors as audit_selectors
+from controlplane.audit.export import csv_lines, jsonl_lines
 from controlplane.audit.forms import EventFilterForm
 from controlplane.audit.models import AuditEvent
 from controlplane.audit.selectors import EventFilter
-from controlplane.audit.views import _csv_lines, _jsonl_lines
 from hosts.validators import HOST_NAME_RE
 
 from ..serializers.audit import (
@@ -173,7 +173,7 @@ class AuditExport(APIView):
         filters = event_filter(request)
         rows = audit_selectors.events_export_rows(filters=filters)
         kind = request.accepted_renderer.format
-        body: Iterator[str] = _csv_lines(rows) if kind == "csv" else _jsonl_lines(rows)
+        body: Iterator[str] = csv_lines(rows) if kind == "csv" else jsonl_lines(rows)
         response = StreamingHttpResponse(
             body, content_type=f"{request.accepted_renderer.media_type}; charset=utf-8"
         )
