@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
 from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
 from controlplane.audit import context as audit_context
@@ -25,7 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         groups = ensure_role_groups()
-        with audit_context.acting(SYSTEM_CLI):
+        with audit_context.acting(SYSTEM_CLI), transaction.atomic():
             for name, password, roles, superuser in DEMO_USERS:
                 if User.objects.filter(username=name).exists():
                     continue
