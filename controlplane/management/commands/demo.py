@@ -7,6 +7,7 @@ Celery beat and the web server as child processes until Ctrl-C.
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
@@ -49,8 +50,12 @@ class Command(BaseCommand):
             broker_dir = run_dir / "broker"
             broker_dir.mkdir(exist_ok=True)
             env["CELERY_BROKER_URL"] = "filesystem://"
-            env["CELERY_BROKER_TRANSPORT_OPTIONS"] = (
-                f'{{"data_folder_in": "{broker_dir}", "data_folder_out": "{broker_dir}"}}'
+            env["CELERY_BROKER_TRANSPORT_OPTIONS"] = json.dumps(
+                {
+                    "data_folder_in": str(broker_dir),
+                    "data_folder_out": str(broker_dir),
+                    "control_folder": str(broker_dir / "control"),
+                }
             )
             self.stdout.write(
                 self.style.WARNING(
