@@ -166,16 +166,20 @@ class Job:
 
     def run(self) -> None:
         change = self.change
+        # An approval rests on the approver's own snapshot, checked to be materially the same as
+        # the request's; that newer one is what must still be fresh now.
+        approval = services.approval_valid(change) if change.needs_approval else None
+        basis = approval.snapshot if approval is not None else change.snapshot
         with self.step("check the snapshot is still fresh"):
             try:
-                host_services.snapshot_require_fresh(snapshot=change.snapshot, host=self.host)
+                host_services.snapshot_require_fresh(snapshot=basis, host=self.host)
             except host_services.SnapshotNotUsable as exc:
                 raise JobEnded(ChangeStatus.FAILED, f"refused at execution start: {exc}") from exc
         if change.needs_approval:
             with self.step("check the approval"):
                 if change.params_digest != services.change_params_digest(change):
                     raise JobEnded(ChangeStatus.FAILED, "the parameters changed after approval")
-                if services.approval_valid(change) is None:
+                if approval is None:
                     raise JobEnded(
                         ChangeStatus.FAILED, "no valid approval: it expired or was voided"
                     )
@@ -189,9 +193,7 @@ class Job:
                     ChangeStatus.FAILED,
                     f"could not re-probe the host: {before.status} {before.error}",
                 )
-            drift = fingerprint_drift(
-                change.snapshot.material_fingerprint(), before.material_fingerprint()
-            )
+            drift = fingerprint_drift(basis.material_fingerprint(), before.material_fingerprint())
             if drift:
                 step.output = json.dumps(drift, indent=1)
                 ChangeRequest.objects.filter(pk=change.pk).update(drift_report=drift)

@@ -327,3 +327,24 @@ def test_rollback_without_an_earlier_revision_is_refused(operator, deployment, h
             user=operator, deployment=deployment, kind="rollback",
             snapshot=f.make_snapshot(host), reason="go back",
         )  # fmt: skip
+
+
+def test_a_late_approval_counts_from_the_approvers_snapshot_at_execution(
+    operator, approver, deployment, host, catalog, settings
+):
+    """Requested at t0, approved at t0+250 s on a fresh probe, run at t0+310 s: the request's
+    snapshot is 310 s old, but the approval's is 60 s old, and that is what the job rests on."""
+    change = swap(operator, deployment, f.make_snapshot(host, age=1), catalog["INT4"])
+    with time_machine.travel(dt.timedelta(seconds=250)):
+        services.change_request_approve(
+            change=change, approver=approver, snapshot=f.make_snapshot(host, age=1)
+        )
+    with time_machine.travel(dt.timedelta(seconds=310)):
+        runner.change_execute(change_id=change.pk)
+    change.refresh_from_db()
+    steps = {s.name: s.status for s in change.steps.all()}
+    assert steps["check the snapshot is still fresh"] == "succeeded"
+    assert steps["check the approval"] == "succeeded"
+    # No simulated host listens here, so the job stops at the re-probe, not at freshness.
+    assert change.status == ChangeStatus.FAILED
+    assert change.status_reason.startswith("could not re-probe")
