@@ -5,6 +5,7 @@ The worker listens on a queue of its own, so tests never pick up anything else's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -75,13 +76,12 @@ def start_worker(queue: str, log: Path, **env_overrides: str) -> WorkerProcess:
     raise RuntimeError(f"the Celery worker did not start:\n{log.read_text()}")
 
 
-@pytest.fixture
-def celery_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
-    """A worker consuming a private queue; tasks sent from the test go to that queue."""
-    queue = f"test-{uuid.uuid4().hex[:12]}"
+@contextlib.contextmanager
+def private_worker(queue: str, log: Path, **env_overrides: str) -> Iterator[WorkerProcess]:
+    """A worker on `queue`; while it runs, tasks sent from the test process go there too."""
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = queue
-    worker = start_worker(queue, tmp_path / "worker.log")
+    worker = start_worker(queue, log, **env_overrides)
     try:
         yield worker
     finally:
@@ -94,3 +94,10 @@ def celery_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProc
                 worker.proc.kill()
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker consuming a private queue; tasks sent from the test go to that queue."""
+    with private_worker(f"test-{uuid.uuid4().hex[:12]}", tmp_path / "worker.log") as worker:
+        yield worker

@@ -19,9 +19,8 @@ logger = logging.getLogger(__name__)
 def _event_committed(sender: Any, event: AuditEvent, **kwargs: Any) -> None:
     if not events.might_notify(event):
         return
-    # The action has committed already; an exception here would still surface in the caller
-    # (on_commit callbacks are not robust), and skip the callbacks after this one, such as
-    # queueing the change job itself. So nothing escapes.
+    # The action has committed already; the audit log sends robustly, but a notification that
+    # cannot be prepared is worth a log line, not a traceback in the caller's request.
     try:
         services.deliveries_create_for_event(event=event)
     except Exception:

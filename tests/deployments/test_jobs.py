@@ -149,16 +149,11 @@ def test_an_incoherent_model_is_rolled_back(make_fleet, celery_worker, operator,
 def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
     make_fleet, tmp_path, operator, transactional_db, settings
 ):
-    from tests.workers import start_worker
+    from tests.workers import private_worker
 
     fleet = register(make_fleet(1, load_seconds=30))
     deployment = fleet.deployments[0]
-    queue = "test-kill-" + str(deployment.pk)
-    from controlplane.celery import app
-
-    app.conf.task_default_queue = queue
-    worker = start_worker(queue, tmp_path / "worker.log")
-    try:
+    with private_worker(f"test-kill-{deployment.pk}", tmp_path / "worker.log") as worker:
         change = services.change_request_create(
             user=operator, deployment=deployment, kind="restart",
             snapshot=probe(deployment.host), reason="restart while loading",
@@ -168,10 +163,6 @@ def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
             assert time.monotonic() < deadline, worker.output()
             time.sleep(0.1)
         worker.kill()
-    finally:
-        app.conf.task_default_queue = "celery"
-        if worker.proc.poll() is None:
-            worker.kill()
     change.refresh_from_db()
     assert change.status == ChangeStatus.RUNNING
     later = timezone.now() + dt.timedelta(seconds=settings.JOB_LEASE_SECONDS + 1)

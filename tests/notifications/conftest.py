@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import threading
 import time
 import uuid
@@ -26,7 +25,7 @@ from controlplane.celery import app
 from controlplane.notifications import services, signing
 from controlplane.notifications.choices import EventType
 from controlplane.notifications.models import WebhookDelivery, WebhookEndpoint
-from tests.workers import WorkerProcess, start_worker
+from tests.workers import WorkerProcess, private_worker
 
 SECRET = "whsec-test-0123456789abcdef"
 RETRY_DELAYS = "0.2,0.4,0.8,1.6"  # five attempts in about three seconds
@@ -125,13 +124,6 @@ def _delete_queue(queue: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # Personas are created in nearly every test here; hashing their passwords properly is the
-    # slowest part of the suite and not what these tests are about.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def webhook_queue(settings: Any) -> Iterator[str]:
     """Deliveries go to a queue of this test's own (the worker fixture consumes it)."""
     queue = f"test-notify-{uuid.uuid4().hex[:12]}"
@@ -151,26 +143,16 @@ def queued_messages(queue: str) -> int:
 def webhook_worker(
     transactional_db: None, tmp_path: Path, webhook_queue: str
 ) -> Iterator[WorkerProcess]:
-    """A real Celery worker on this test's queue, with retries in fractions of a second."""
-    previous = app.conf.task_default_queue
-    app.conf.task_default_queue = webhook_queue  # change jobs go to the same worker
-    worker = start_worker(
+    """A real Celery worker on this test's queue, with retries in fractions of a second.
+    Change jobs go to the same worker."""
+    with private_worker(
         webhook_queue,
         tmp_path / "worker.log",
         WEBHOOK_QUEUE=webhook_queue,
         WEBHOOK_RETRY_DELAYS=RETRY_DELAYS,
         WEBHOOK_TIMEOUT_SECONDS=TIMEOUT_SECONDS,
-    )
-    try:
+    ) as worker:
         yield worker
-    finally:
-        app.conf.task_default_queue = previous
-        if worker.proc.poll() is None:
-            worker.proc.terminate()
-            try:
-                worker.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                worker.proc.kill()
 
 
 @pytest.fixture

@@ -4,26 +4,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from controlplane.audit.chain import HASHED_FIELDS
 from controlplane.audit.models import AuditEvent
 
-LIST_FIELDS = [
-    "seq",
-    "created_at",
-    "actor",
-    "actor_user_id",
-    "action",
-    "target_type",
-    "target_id",
-    "target_label",
-    "host_id",
-    "host_label",
-    "snapshot_id",
-    "snapshot_digest",
-    "snapshot_age_seconds",
-    "correlation_id",
-    "data",
-    "ip",
-]
+# Every hashed field but the chain link and the user agent, which the event page shows.
+LIST_FIELDS = [f for f in HASHED_FIELDS if f not in {"prev_hash", "user_agent"}]
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
