@@ -20,6 +20,15 @@ class CatalogModel:
     architecture: str
     max_model_len: int  # the model's native context, used when --max-model-len is absent
 
+    @property
+    def quantization(self) -> str:
+        """The quantization method vLLM reads from the checkpoint's config.json."""
+        return QUANTIZATION_BY_VARIANT.get(self.variant, self.variant.lower())
+
+
+# A checkpoint's variant -> the method vLLM detects; `--quantization` must name the same one.
+QUANTIZATION_BY_VARIANT = {"NVFP4": "modelopt_fp4", "INT4": "compressed-tensors", "FP8": "fp8"}
+
 
 CATALOG: tuple[CatalogModel, ...] = (
     CatalogModel(
@@ -93,6 +102,7 @@ def unit_file_text(
     revision: int = 1,
     extra_args: tuple[str, ...] = (),
     binary: str = VLLM_BINARY,
+    host: str | None = None,
 ) -> str:
     """A unit file in the exact shape the control plane writes, for the boot state and tests."""
     args = [
@@ -107,6 +117,7 @@ def unit_file_text(
         str(max_model_len),
         "--port",
         str(port),
+        *(("--host", host) if host is not None else ()),
         *extra_args,
     ]
     return (

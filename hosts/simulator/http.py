@@ -23,7 +23,13 @@ if TYPE_CHECKING:
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}  # noqa: S104 - a URL, not a bind
 
-_STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_STATUS_TEXT = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+}
 
 
 @dataclass
@@ -65,7 +71,12 @@ def request(
     host = parts.hostname or ""
     if parts.scheme not in ("http", "https"):
         return None, f'Protocol "{parts.scheme}" not supported', 1
-    if host not in LOCAL_HOSTS:
+    refused = (
+        None,
+        f"Failed to connect to {host} port {port} after 0 ms: Couldn't connect to server",
+        7,
+    )
+    if host not in LOCAL_HOSTS and not machine.binds_address(host):
         if re.fullmatch(r"[0-9.]+", host):
             return (
                 None,
@@ -73,24 +84,40 @@ def request(
                 28,
             )
         return None, f"Could not resolve host: {host}", 6
-    served = machine.server_on_port(port)
+    # A server answers only on the addresses it bound (--host), and not at all on --uds or
+    # --headless: curl then finds the port closed.
+    served = machine.server_at(host, port)
     if served is None:
-        return (
-            None,
-            f"Failed to connect to {host} port {port} after 0 ms: Couldn't connect to server",
-            7,
-        )
+        return refused
     unit, run = served
     if parts.scheme == "https":
         return None, "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to localhost:443 ", 35
-    return handle(machine, unit, run, method, parts.path or "/", body), "", 0
+    return handle(machine, unit, run, method, parts.path or "/", body, headers), "", 0
+
+
+def _authorized(run: Run, path: str, headers: dict[str, str]) -> bool:
+    """vLLM's --api-key check: only /v1 routes need `Authorization: Bearer KEY`."""
+    engine = run.engine
+    if engine is None or not engine.api_key_sha256 or not path.startswith("/v1"):
+        return True
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    digest = hashlib.sha256(token.strip().encode()).hexdigest()
+    return scheme.lower() == "bearer" and digest in engine.api_key_sha256
 
 
 def handle(
-    machine: Machine, unit: Unit, run: Run, method: str, path: str, body: str | None
+    machine: Machine,
+    unit: Unit,
+    run: Run,
+    method: str,
+    path: str,
+    body: str | None,
+    headers: dict[str, str] | None = None,
 ) -> Response:
     engine = run.engine
     assert engine is not None
+    if not _authorized(run, path, headers or {}):
+        return _json(401, {"error": "Unauthorized"})
     routes = {
         "/health": ("GET",),
         "/v1/models": ("GET",),
@@ -120,9 +147,9 @@ def _models(machine: Machine, run: Run) -> dict[str, Any]:
     created = int(time.time())
     return {
         "object": "list",
-        "data": [
+        "data": [  # one card per --served-model-name, all the same model
             {
-                "id": engine.served_name,
+                "id": name,
                 "object": "model",
                 "created": created,
                 "owned_by": "vllm",
@@ -146,6 +173,7 @@ def _models(machine: Machine, run: Run) -> dict[str, Any]:
                     }
                 ],
             }
+            for name in engine.served_names or (engine.served_name,)
         ],
     }
 
@@ -341,7 +369,7 @@ def _completion(machine: Machine, run: Run, body: str | None, *, chat: bool) -> 
     if not isinstance(payload, dict):
         return _error(400, "Input should be a valid dictionary", "BadRequestError")
     model = payload.get("model")
-    if model is not None and model != engine.served_name:
+    if model is not None and model not in (engine.served_names or (engine.served_name,)):
         return _error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
     if chat:
         messages = payload.get("messages")
@@ -364,7 +392,9 @@ def _completion(machine: Machine, run: Run, body: str | None, *, chat: bool) -> 
         max_tokens = 16 if not chat else 256
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
-    pieces = _tokens(_continuation(prompt, machine.fault_applies("incoherent", engine.model_path)))
+    # `--load-format dummy` serves random weights: as coherent as the incoherent fault.
+    incoherent = machine.fault_applies("incoherent", engine.model_path)
+    pieces = _tokens(_continuation(prompt, incoherent or engine.load_format == "dummy"))
     text = "".join(pieces[:max_tokens])
     reason = "length" if len(pieces) > max_tokens else "stop"
     if chat:
@@ -415,7 +445,7 @@ def _completion(machine: Machine, run: Run, body: str | None, *, chat: bool) -> 
             "id": prefix + ident,
             "object": obj,
             "created": int(time.time()),
-            "model": engine.served_name,
+            "model": model if isinstance(model, str) else engine.served_name,
             "choices": [choice],
             "service_tier": None,
             "system_fingerprint": None,

@@ -10,6 +10,15 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from . import catalog
+from .vllm_cli import (
+    MAIN_USAGE,
+    SERVE_USAGE,
+    core_pid,
+    core_title,
+    help_lines,
+    worker_pid,
+    worker_title,
+)
 
 if TYPE_CHECKING:
     from .state import EngineArgs, Machine, Run
@@ -31,12 +40,30 @@ def _api(run: Run) -> str:
     return f"(APIServer pid={run.pid})"
 
 
-def _core(run: Run, tp: int) -> str:
-    return f"(EngineCore_DP0 pid={run.pid + tp})"
+def _core(run: Run, dp_rank: int = 0) -> str:
+    assert run.engine is not None
+    return f"({core_title(dp_rank)} pid={core_pid(run.engine, run.pid, dp_rank)})"
 
 
 def _worker(run: Run, rank: int) -> str:
-    return f"(Worker_TP{rank} pid={run.pid + rank})"
+    assert run.engine is not None
+    return f"({worker_title(run.engine, rank)} pid={worker_pid(run.engine, run.pid, rank)})"
+
+
+def _listen_address(engine: EngineArgs) -> str:
+    """How vLLM's API server names where it listens."""
+    if engine.uds is not None:
+        return f"unix:{engine.uds}"
+    host = engine.host or "0.0.0.0"  # noqa: S104 - a log line
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{engine.port}"
+
+
+def _warnings(run: Run, engine: EngineArgs) -> list[str]:
+    """What the command line parser logged before the API server named its process."""
+    wall = run.started_wall
+    return [f"WARNING {_stamp(wall)} [argparse_utils.py:211] {w}" for w in engine.warnings]
 
 
 def _prefixed(prefix: str, lines: list[str]) -> list[str]:
@@ -45,20 +72,29 @@ def _prefixed(prefix: str, lines: list[str]) -> list[str]:
 
 def startup_lines(machine: Machine, unit: str, run: Run, engine: EngineArgs) -> list[str]:
     wall = run.started_wall
+    lines = _warnings(run, engine)
+    if engine.exit_status is not None:
+        return lines  # the command line ends it before the API server starts
     api = _api(run)
     args = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in engine.non_default) + "}"
-    lines = [
+    lines += [
         _info(api, wall, "api_server.py:1839", f"vLLM API server version {catalog.VLLM_VERSION}"),
         _info(api, wall, "utils.py:233", f"non-default args: {args}"),
     ]
-    if engine.usage_error:
-        return lines
     model = catalog.MODELS_BY_PATH.get(engine.model_path.rstrip("/"))
     if model is None:
         return lines
-    tp = engine.tensor_parallel_size
+    tp, pp, dp = (
+        engine.tensor_parallel_size,
+        engine.pipeline_parallel_size,
+        engine.data_parallel_size,
+    )
     max_len = machine.max_model_len(engine)
-    core = _core(run, tp)
+    core = _core(run)
+    dtype = {"auto": "bfloat16", "half": "float16", "float": "float32"}.get(
+        engine.dtype, engine.dtype
+    )
+    prefix_caching = engine.enable_prefix_caching is not False
     lines += [
         _info(api, wall, "model.py:547", f"Resolved architecture: {model.architecture}"),
         _info(api, wall, "model.py:1510", f"Using max model len {max_len}"),
@@ -66,7 +102,8 @@ def startup_lines(machine: Machine, unit: str, run: Run, engine: EngineArgs) -> 
             api,
             wall,
             "scheduler.py:205",
-            "Chunked prefill is enabled with max_num_batched_tokens=8192.",
+            "Chunked prefill is enabled with max_num_batched_tokens="
+            f"{engine.max_num_batched_tokens or 8192}.",
         ),
         _info(core, wall, "core.py:644", "Waiting for init message from front-end."),
         _info(
@@ -75,22 +112,28 @@ def startup_lines(machine: Machine, unit: str, run: Run, engine: EngineArgs) -> 
             "core.py:77",
             f"Initializing a V1 LLM engine (v{catalog.VLLM_VERSION}) with config: "
             f"model='{engine.model_path}', speculative_config=None, "
-            f"tokenizer='{engine.model_path}', skip_tokenizer_init=False, tokenizer_mode=auto, "
-            f"revision=None, trust_remote_code=False, dtype=torch.bfloat16, "
-            f"max_seq_len={max_len}, download_dir=None, load_format=auto, "
-            f"tensor_parallel_size={tp}, pipeline_parallel_size=1, data_parallel_size=1, "
-            f"disable_custom_all_reduce=False, enforce_eager=False, "
-            f"served_model_name={engine.served_name}, enable_prefix_caching=True",
+            f"tokenizer='{engine.tokenizer or engine.model_path}', skip_tokenizer_init=False, "
+            f"tokenizer_mode=auto, revision=None, "
+            f"trust_remote_code={engine.trust_remote_code}, dtype=torch.{dtype}, "
+            f"max_seq_len={max_len}, download_dir=None, load_format={engine.load_format}, "
+            f"tensor_parallel_size={tp}, pipeline_parallel_size={pp}, data_parallel_size={dp}, "
+            f"disable_custom_all_reduce=False, quantization={model.quantization}, "
+            f"enforce_eager={engine.enforce_eager}, kv_cache_dtype={engine.kv_cache_dtype}, "
+            f"served_model_name={engine.served_name}, "
+            f"enable_prefix_caching={prefix_caching}",
         ),
     ]
-    for rank in range(min(tp, 8)):
+    world = engine.gpus_needed
+    for rank in range(min(world, 16)):
+        dp_rank, local = divmod(rank, engine.world_size)
+        pp_rank, tp_rank = divmod(local, tp)
         lines.append(
             _info(
                 _worker(run, rank),
                 wall,
                 "parallel_state.py:1208",
-                f"rank {rank} in world size {tp} is assigned as DP rank 0, PP rank 0, "
-                f"TP rank {rank}, EP rank {rank}",
+                f"rank {rank} in world size {world} is assigned as DP rank {dp_rank}, "
+                f"PP rank {pp_rank}, TP rank {tp_rank}, EP rank {rank}",
             )
         )
     lines.append(
@@ -111,12 +154,13 @@ def ready_lines(machine: Machine, unit: str, run: Run, ready_mono: float) -> lis
     wall = machine._wall_of(ready_mono)
     seconds = max(0.01, wall - run.started_wall)
     tp = engine.tensor_parallel_size
-    api, core, w0 = _api(run), _core(run, tp), _worker(run, 0)
+    api, core, w0 = _api(run), _core(run), _worker(run, 0)
     weights_gib = run.weights_mib / GIB
     kv_gib = max(0.0, (run.budget_mib - run.weights_mib - 1800 - 620) / GIB)
     max_len = machine.max_model_len(engine)
-    tokens = int(kv_gib * 1024 * 1024 * tp / 70)  # ~70 KiB of MLA cache per token per rank
-    return [
+    per_token_kib = 35 if engine.kv_cache_dtype.startswith("fp8") else 70  # MLA cache, per rank
+    tokens = int(kv_gib * 1024 * 1024 * tp / per_token_kib)
+    loaded = [
         _info(
             w0, wall, "default_loader.py:267", f"Loading weights took {seconds * 0.7:.2f} seconds"
         ),
@@ -141,12 +185,17 @@ def ready_lines(machine: Machine, unit: str, run: Run, ready_mono: float) -> lis
             "init engine (profile, create kv cache, warmup model) took "
             f"{seconds * 0.25:.2f} seconds",
         ),
+    ]
+    if engine.headless:
+        return loaded  # engines only: no API server comes up
+    return [
+        *loaded,
         _info(api, wall, "api_server.py:1634", "Supported_tasks: ['generate']"),
         _info(
             api,
             wall,
             "api_server.py:1912",
-            f"Starting vLLM API server 0 on http://0.0.0.0:{engine.port}",
+            f"Starting vLLM API server 0 on {_listen_address(engine)}",
         ),
         f"{api} INFO:     Started server process [{run.pid}]",
         f"{api} INFO:     Waiting for application startup.",
@@ -203,8 +252,8 @@ _CORE_FRAMES = (
 )
 
 
-def _engine_died(run: Run, tp: int, wall: float) -> list[str]:
-    core, api = _core(run, tp), _api(run)
+def _engine_died(run: Run, wall: float) -> list[str]:
+    core, api = _core(run), _api(run)
     lines = [_info(core, wall, "core.py:708", "EngineCore failed to start.", level="ERROR")]
     lines += _prefixed(
         core,
@@ -242,20 +291,140 @@ def _worker_error(run: Run, wall: float, frames: list[str], error: str) -> list[
     return lines
 
 
+_MAIN_FRAMES = (
+    ("/opt/vllm/.venv/bin/vllm", 10, "<module>", "sys.exit(main())"),
+    ("vllm/entrypoints/cli/main.py", 46, "main", "args = parser.parse_args()"),
+)
+# Where each function that can fail before the server starts sits, and who called it.
+_CLI_WHERE: dict[str, tuple[tuple[str, int, str, str], ...]] = {
+    "parse_args": _MAIN_FRAMES,
+    "_pull_args_from_config": (
+        *_MAIN_FRAMES,
+        (
+            "vllm/utils/argparse_utils.py",
+            218,
+            "parse_args",
+            "args = self._pull_args_from_config(args)",
+        ),
+    ),
+    "load_config_file": (
+        *_MAIN_FRAMES,
+        (
+            "vllm/utils/argparse_utils.py",
+            218,
+            "parse_args",
+            "args = self._pull_args_from_config(args)",
+        ),
+        (
+            "vllm/utils/argparse_utils.py",
+            362,
+            "_pull_args_from_config",
+            "config_args = self.load_config_file(file_path)",
+        ),
+    ),
+    "validate_parsed_serve_args": (
+        ("/opt/vllm/.venv/bin/vllm", 10, "<module>", "sys.exit(main())"),
+        ("vllm/entrypoints/cli/main.py", 70, "main", "cmds[args.subparser].validate(args)"),
+        ("vllm/entrypoints/cli/serve.py", 74, "validate", "validate_parsed_serve_args(args)"),
+    ),
+    "validate_chat_template": (
+        ("/opt/vllm/.venv/bin/vllm", 10, "<module>", "sys.exit(main())"),
+        ("vllm/entrypoints/cli/main.py", 70, "main", "cmds[args.subparser].validate(args)"),
+        ("vllm/entrypoints/cli/serve.py", 74, "validate", "validate_parsed_serve_args(args)"),
+        (
+            "vllm/entrypoints/openai/cli_args.py",
+            288,
+            "validate_parsed_serve_args",
+            "validate_chat_template(args.chat_template)",
+        ),
+    ),
+}
+_CLI_LINES = {
+    "parse_args": 207,
+    "_pull_args_from_config": 352,
+    "load_config_file": 437,
+    "validate_parsed_serve_args": 293,
+    "validate_chat_template": 1031,
+}
+_CLI_FILES = {
+    "parse_args": "vllm/utils/argparse_utils.py",
+    "_pull_args_from_config": "vllm/utils/argparse_utils.py",
+    "load_config_file": "vllm/utils/argparse_utils.py",
+    "validate_parsed_serve_args": "vllm/entrypoints/openai/cli_args.py",
+    "validate_chat_template": "vllm/entrypoints/chat_utils.py",
+}
+
+
+def _cli_failure(engine: EngineArgs, wall: float) -> list[str]:
+    """A traceback from vLLM's command line handling: no process prefix, nothing started."""
+    failure = engine.cli_failure
+    assert failure is not None
+    lines = []
+    if failure.logged:
+        lines.append(f"ERROR {_stamp(wall)} [argparse_utils.py:443] {failure.logged}")
+    frames = _CLI_WHERE.get(failure.where, _MAIN_FRAMES)
+    here = (
+        _CLI_FILES.get(failure.where, "vllm/utils/argparse_utils.py"),
+        _CLI_LINES.get(failure.where, 207),
+        failure.where,
+        failure.code,
+    )
+    return [
+        *lines,
+        "Traceback (most recent call last):",
+        *_frames(*frames, here),
+        *failure.exception.split("\n"),
+    ]
+
+
+def _missing_model_error(path: str) -> list[str]:
+    """A model path that is not on disk: a local path is missing, a hub id needs the network."""
+    if path.startswith("/") or path.startswith("."):
+        config = f"{path.rstrip('/')}/config.json"
+        return [f"FileNotFoundError: [Errno 2] No such file or directory: '{config}'"]
+    return [
+        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and "
+        "couldn't find them in the cached files.",
+        "Check your internet connection or see how to run the library in offline mode at "
+        "'https://huggingface.co/docs/transformers/installation#offline-mode'.",
+    ]
+
+
+def _config_error(api: str, where: str, code: str, error: str) -> list[str]:
+    """An exception while the API server builds the engine config."""
+    return _prefixed(
+        api,
+        [
+            "Traceback (most recent call last):",
+            *_frames(
+                *_CLI_FRAMES,
+                ("vllm/engine/arg_utils.py", 1136, "create_model_config", "return ModelConfig("),
+                (where, 1, "__post_init__", code),
+            ),
+            *error.split("\n"),
+        ],
+    )
+
+
 def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -> list[str]:
     engine = run.engine
     wall = machine._wall_of(at)
     api = _api(run)
     if kind == "exec" or engine is None:
         return []
-    tp = engine.tensor_parallel_size
+    if kind == "help":
+        return help_lines()
     if kind == "usage":
-        return [
-            "usage: vllm serve [model_tag] [options]",
-            f"vllm serve: error: {engine.usage_error}",
-        ]
+        usage = MAIN_USAGE if engine.usage_prog == "vllm" else SERVE_USAGE
+        return [f"usage: {usage}", f"{engine.usage_prog}: error: {engine.usage_error}"]
+    if kind == "cli":
+        return _cli_failure(engine, wall)
     if kind == "config":
         value = engine.gpu_memory_utilization
+        if value > 1:
+            rule = "less than or equal to 1 [type=less_than_equal"
+        else:
+            rule = "greater than 0 [type=greater_than"
         return _prefixed(
             api,
             [
@@ -271,8 +440,7 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
                 ),
                 "pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig",
                 "gpu_memory_utilization",
-                f"  Input should be less than or equal to 1 [type=less_than_equal, "
-                f"input_value={value}, input_type=float]",
+                f"  Input should be {rule}, input_value={value}, input_type=float]",
             ],
         )
     if kind == "world_size":
@@ -284,10 +452,87 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
                     *_CLI_FRAMES,
                     ("vllm/config/parallel.py", 452, "__post_init__", "raise ValueError("),
                 ),
-                f"ValueError: World size ({tp}) is larger than the number of available GPUs "
-                f"({len(machine.gpus)}) in this node. If this is intentional and you are using:",
+                f"ValueError: World size ({engine.world_size}) is larger than the number of "
+                f"available GPUs ({len(run.visible)}) in this node. If this is intentional and "
+                "you are using:",
                 "- ray, set '--distributed-executor-backend ray'.",
                 "- multiprocessing, set '--nnodes' appropriately.",
+            ],
+        )
+    if kind == "dp_world_size":
+        ws, dp = engine.world_size, engine.data_parallel_size
+        base = ",".join(str(g) for g in run.visible)
+        last = dp - 1
+        for d in range(dp):
+            if (d + 1) * ws > len(run.visible):
+                last = d
+                break
+        return _prefixed(
+            api,
+            [
+                "Traceback (most recent call last):",
+                *_frames(
+                    *_CLI_FRAMES,
+                    (
+                        "vllm/v1/engine/utils.py",
+                        126,
+                        "__init__",
+                        "with set_device_control_env_var(vllm_config, local_dp_rank):",
+                    ),
+                    ("vllm/v1/engine/utils.py", 186, "get_device_indices", "raise Exception("),
+                ),
+                "Exception: Error setting CUDA_VISIBLE_DEVICES: local range: "
+                f'[{last * ws}, {(last + 1) * ws}) base value: "{base}"',
+            ],
+        )
+    if kind == "port_range":
+        return _prefixed(
+            api,
+            [
+                "Traceback (most recent call last):",
+                *_frames(
+                    *_CLI_FRAMES,
+                    (
+                        "vllm/entrypoints/openai/api_server.py",
+                        1874,
+                        "create_server_socket",
+                        "sock.bind(addr)",
+                    ),
+                ),
+                "OverflowError: bind(): port must be 0-65535.",
+            ],
+        )
+    if kind == "quantization":
+        model = catalog.MODELS_BY_PATH.get(engine.model_path.rstrip("/"))
+        method = model.quantization if model else "None"
+        return _config_error(
+            api,
+            "vllm/config/model.py",
+            "self._verify_quantization()",
+            f"ValueError: Quantization method specified in the model config ({method}) does not "
+            "match the quantization method specified in the `quantization` argument "
+            f"({engine.quantization}).",
+        )
+    if kind == "missing_tokenizer":
+        path = (engine.tokenizer or "").rstrip("/")
+        return _prefixed(
+            api,
+            [
+                "Traceback (most recent call last):",
+                *_frames(
+                    *_CLI_FRAMES,
+                    (
+                        "vllm/transformers_utils/tokenizer.py",
+                        269,
+                        "get_tokenizer",
+                        "tokenizer = AutoTokenizer.from_pretrained(",
+                    ),
+                ),
+                f"OSError: Can't load tokenizer for '{path}'. If you were trying to load it from "
+                "'https://huggingface.co/models', make sure you don't have a local directory "
+                f"with the same name. Otherwise, make sure '{path}' is the correct path to a "
+                "directory containing all relevant files for a PreTrainedTokenizerFast "
+                "tokenizer.",
             ],
         )
     if kind == "port":
@@ -333,8 +578,7 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
                         "resolved_config_file = cached_file(",
                     ),
                 ),
-                f"FileNotFoundError: [Errno 2] No such file or directory: "
-                f"'{engine.model_path.rstrip('/')}/config.json'",
+                *_missing_model_error(engine.model_path),
             ],
         )
     worker_frames = _frames(
@@ -383,10 +627,11 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
             "documentation for Memory Management  "
             "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
         )
-        return _worker_error(run, wall, worker_frames, message) + _engine_died(run, tp, wall)
+        return _worker_error(run, wall, worker_frames, message) + _engine_died(run, wall)
     if kind == "free_memory":
         util = engine.gpu_memory_utilization
-        free = TOTAL_GIB * (1 - util) * 0.8
+        free_mib = run.free_mib if run.free_mib is not None else TOTAL_GIB * (1 - util) * 800
+        free = max(0, free_mib) / GIB
         message = (
             f"ValueError: Free memory on device ({free:.2f}/{TOTAL_GIB:.2f} GiB) on startup is "
             f"less than desired GPU memory utilization ({util}, {util * TOTAL_GIB:.2f} GiB). "
@@ -407,7 +652,7 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
             ),
             ("vllm/v1/worker/gpu_worker.py", 203, "init_device", "raise ValueError("),
         )
-        return _worker_error(run, wall, frames, message) + _engine_died(run, tp, wall)
+        return _worker_error(run, wall, frames, message) + _engine_died(run, wall)
     if kind == "no_kv_cache":
         frames = _frames(
             ("vllm/v1/engine/core.py", 92, "__init__", "self._initialize_kv_caches(vllm_config)"),
@@ -424,7 +669,7 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
                 "raise ValueError(",
             ),
         )
-        core = _core(run, tp)
+        core = _core(run)
         return (
             _prefixed(
                 core,
@@ -435,10 +680,10 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
                     "`gpu_memory_utilization` when initializing the engine.",
                 ],
             )
-            + _engine_died(run, tp, wall)[-6:]
+            + _engine_died(run, wall)[-6:]
         )
     # crash: an engine worker dies during warmup (the `crash_on_start` fault, or a kill)
-    rank = min(3, tp - 1)
+    rank = min(3, max(1, len(run.gpus)) - 1)
     wr = _worker(run, rank)
     frames = _frames(
         (
@@ -475,7 +720,7 @@ def failure_lines(machine: Machine, unit: str, run: Run, kind: str, at: float) -
             "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
         ],
     )
-    core = _core(run, tp)
+    core = _core(run)
     lines.append(_info(core, wall, "core.py:776", "EngineCore encountered a fatal error.", "ERROR"))
     lines += _prefixed(
         core,

@@ -292,6 +292,7 @@ class SimHost:
             f"Welcome to {self.name} (simulated 8x RTX PRO 6000 host). Try `simctl status`.\n"
         )
         status = 0
+        login = None  # one logind session for the whole shell, made when first needed
         while True:
             process.stdout.write(prompt)
             try:
@@ -309,10 +310,12 @@ class SimHost:
             if "slow" in self.machine.faults:
                 await asyncio.sleep(self.machine.slow_seconds)
             session = self._session(process)
+            session.login = login
             try:
                 status = await shell.run(session, line)
             finally:
                 session.sink.flush()
+            login = session.login
 
 
 def _port_free(bind: str, port: int) -> bool:

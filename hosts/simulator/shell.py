@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .processes import Login
     from .state import Machine
 
 OUT, ERR, NULL = "out", "err", "null"
@@ -362,11 +363,17 @@ class Session:
     sink: Sink = field(default_factory=Sink)
     read_stdin: Callable[[], Awaitable[str]] | None = None
     on_fault_change: Callable[[str, bool], None] | None = None
+    login: Login | None = None  # logind's session, made when something first looks at it
     _stdin_used: bool = False
 
     @property
     def is_root(self) -> bool:
         return self.username == "root"
+
+    def ensure_login(self) -> Login:
+        if self.login is None:
+            self.login = self.machine.new_login(self.username)
+        return self.login
 
     async def stdin(self) -> str:
         if self._stdin_used or self.read_stdin is None:

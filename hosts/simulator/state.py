@@ -19,7 +19,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import catalog, journal
+from . import catalog, journal, processes
+from .processes import Login, Process
+from .vllm_cli import (
+    EngineArgs,
+    core_pid,
+    core_title,
+    parse_vllm_argv,
+    worker_pid,
+    worker_title,
+)
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GPU_COUNT = 8
@@ -43,22 +52,54 @@ FAULTS = (
     "incoherent",
     "patched_file",
     "gpu_driver_error",
+    "foreign_gpu_process",
 )
 PATCHED_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
 
 # How long after `systemctl start` each kind of failure surfaces, as a share of the load time.
 _FAIL_DELAY = {
     "exec": 0.0,
+    "help": 0.05,
     "usage": 0.1,
+    "cli": 0.1,
     "config": 0.1,
     "port": 0.15,
+    "port_range": 0.15,
     "world_size": 0.15,
+    "quantization": 0.18,
     "missing_model": 0.2,
+    "missing_tokenizer": 0.2,
+    "dp_world_size": 0.25,
     "free_memory": 0.3,
     "no_kv_cache": 0.8,
     "oom": 0.5,
     "crash": 0.7,
 }
+# Failures that end the process before any engine or GPU worker was started.
+EARLY_FAILURES = frozenset(
+    {
+        "exec",
+        "help",
+        "usage",
+        "cli",
+        "config",
+        "port",
+        "port_range",
+        "world_size",
+        "quantization",
+        "missing_model",
+        "missing_tokenizer",
+        "dp_world_size",
+    }
+)
+# The main process's exit status per failure (argparse exits 2, `--help` 0, tracebacks 1).
+EXIT_STATUS = {"exec": 203, "help": 0, "usage": 2}
+_STATUS_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 203: "EXEC"}
+
+
+def gpu_title(engine: EngineArgs, rank: int) -> str:
+    """The process name nvidia-smi shows for a GPU worker: its title, set with setproctitle."""
+    return f"VLLM::{worker_title(engine, rank)}"
 
 
 def _fraction(*parts: object) -> float:
@@ -87,21 +128,6 @@ class GpuSpec:
     idle_power_w: float
     base_temp_c: int
     phase: float
-
-
-@dataclass(frozen=True)
-class EngineArgs:
-    """What `vllm serve` makes of its command line (only the flags that change behaviour)."""
-
-    binary: str
-    model_path: str
-    served_name: str
-    tensor_parallel_size: int = 1
-    port: int = 8000
-    max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
-    non_default: tuple[tuple[str, object], ...] = ()
-    usage_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +165,8 @@ class Run:
     gpus: tuple[int, ...] = ()
     weights_mib: float = 0.0  # per GPU
     budget_mib: int = 0  # per GPU: gpu_memory_utilization * total
+    visible: tuple[int, ...] = ()  # the GPUs CUDA_VISIBLE_DEVICES let it see
+    free_mib: int | None = None  # free memory on its first GPU when that was too little
     ready_at: float | None = None  # monotonic; None when the run is doomed
     fail_at: float | None = None
     failure: str | None = None
@@ -150,6 +178,27 @@ class Run:
     def ready(self, now: float) -> bool:
         return self.ready_at is not None and now >= self.ready_at
 
+    def serving(self, now: float) -> bool:
+        """Loaded and answering HTTP (a headless engine loads but opens no port)."""
+        return self.ready(now) and self.engine is not None and not self.engine.headless
+
+    def processes(self, unit: str, binary: str) -> list[Process]:
+        """The process tree in the unit's cgroup: the API server, EngineCores and workers."""
+        engine = self.engine
+        if engine is None:
+            return [Process(self.pid, processes.comm(binary.rsplit("/", 1)[-1]), unit)]
+        if engine.exit_status is not None or self.failure in EARLY_FAILURES or not self.gpus:
+            return [Process(self.pid, "vllm", unit)]  # died before naming itself
+        main = "VLLM::APIServer" if not engine.headless else "vllm"
+        procs = {self.pid: Process(self.pid, processes.comm(main), unit)}
+        for d in range(engine.data_parallel_size):
+            pid = core_pid(engine, self.pid, d)
+            procs[pid] = Process(pid, processes.comm(f"VLLM::{core_title(d)}"), unit)
+        for rank in range(len(self.gpus)):
+            pid = worker_pid(engine, self.pid, rank)
+            procs.setdefault(pid, Process(pid, processes.comm(gpu_title(engine, rank)), unit))
+        return sorted(procs.values(), key=lambda p: p.pid)
+
     def usage_mib(self, gpu: GpuSpec, now: float) -> int:
         """This process's memory on one GPU: context, then weights, then KV cache at ready."""
         if gpu.index not in self.gpus:
@@ -160,7 +209,7 @@ class Run:
         if end is None:
             return 0
         f = min(1.0, max(0.0, (now - self.started_mono) / max(end - self.started_mono, 1e-6)))
-        if self.failure in ("exec", "usage", "config", "port", "world_size", "missing_model"):
+        if self.failure in EARLY_FAILURES:
             return 0
         if self.failure == "free_memory":
             return int(CUDA_CONTEXT_MIB * f)
@@ -188,6 +237,7 @@ class Unit:
     active_exit_wall: float | None = None
     run: Run | None = None
     restart_at: float | None = None  # monotonic time of a pending automatic restart
+    last_exit: tuple[str, int, EngineArgs | None] | None = None  # failure, status, engine
     recent_starts: list[float] = field(default_factory=list)
 
     @property
@@ -227,6 +277,16 @@ class AppReading:
     gpu_index: int
     gpu_uuid: str
     unit: str
+
+
+@dataclass(frozen=True)
+class ForeignProcess:
+    """A process outside every deployed unit, holding memory on one GPU."""
+
+    pid: int
+    gpu: int
+    held_mib: int  # what it allocated when it started (it never grows)
+    comm: str = processes.FOREIGN_COMM
 
 
 @dataclass(frozen=True)
@@ -307,81 +367,6 @@ def parse_unit_file(text: str) -> UnitDefinition:
     )
 
 
-_INT_FLAGS = {"--tensor-parallel-size": "tensor_parallel_size", "-tp": "tensor_parallel_size"}
-_INT_FLAGS |= {"--port": "port", "--max-model-len": "max_model_len"}
-_FLOAT_FLAGS = {"--gpu-memory-utilization": "gpu_memory_utilization"}
-
-
-def parse_vllm_argv(argv: tuple[str, ...]) -> EngineArgs | None:
-    """`vllm serve MODEL --flag value ...`; None when the command is not a vLLM server."""
-    if len(argv) < 2 or argv[0].rsplit("/", 1)[-1] != "vllm" or argv[1] != "serve":
-        return None
-    model = ""
-    served = ""
-    ints: dict[str, int] = {}
-    floats: dict[str, float] = {}
-    non_default: list[tuple[str, object]] = []
-    error = None
-    rest = list(argv[2:])
-    i = 0
-    while i < len(rest):
-        word = rest[i]
-        if not word.startswith("-"):
-            if not model:
-                model = word
-                non_default.append(("model_tag", word))
-            i += 1
-            continue
-        flag, eq, inline = word.partition("=")
-        if eq:
-            value: str | None = inline
-            i += 1
-        elif i + 1 < len(rest) and not rest[i + 1].startswith("--"):
-            value = rest[i + 1]
-            i += 2
-        else:
-            value = None
-            i += 1
-        key = flag.lstrip("-").replace("-", "_")
-        if flag in _INT_FLAGS or flag in _FLOAT_FLAGS:
-            if value is None:
-                error = f"argument {flag}: expected one argument"
-                continue
-            try:
-                if flag in _INT_FLAGS:
-                    ints[_INT_FLAGS[flag]] = int(value)
-                    non_default.append((_INT_FLAGS[flag], int(value)))
-                else:
-                    floats[_FLOAT_FLAGS[flag]] = float(value)
-                    non_default.append((_FLOAT_FLAGS[flag], float(value)))
-            except ValueError:
-                kind = "int" if flag in _INT_FLAGS else "float"
-                error = f"argument {flag}: invalid {kind} value: '{value}'"
-        elif flag == "--served-model-name":
-            served = value or ""
-            non_default.append(("served_model_name", [served]))
-        elif flag == "--model":
-            model = value or ""
-            non_default.append(("model", model))
-        else:
-            non_default.append((key, True if value is None else value))
-    if not model and error is None:
-        error = "the following arguments are required: model_tag"
-    if model:
-        non_default.insert(1, ("model", model))
-    return EngineArgs(
-        binary=argv[0],
-        model_path=model,
-        served_name=served or model,
-        tensor_parallel_size=ints.get("tensor_parallel_size", 1),
-        port=ints.get("port", 8000),
-        max_model_len=ints.get("max_model_len"),
-        gpu_memory_utilization=floats.get("gpu_memory_utilization", 0.9),
-        non_default=tuple(non_default),
-        usage_error=error,
-    )
-
-
 class Machine:
     """One simulated host. Every method reads the clock and settles due transitions first."""
 
@@ -426,6 +411,13 @@ class Machine:
             for i in range(GPU_COUNT)
         )
         self._next_pid = 2000 + self.rng.randint(0, 6000)
+        # logind numbers sessions across the uptime; the fleet's own logins come after others'.
+        self._next_session = 100 + int(_fraction(name, "sessions") * 900)
+        self._user_managers: dict[int, tuple[int, int]] = {}  # uid -> systemd --user, (sd-pam)
+        # The `foreign_gpu_process` fault: someone else's login and one process per GPU.
+        self.foreign_login: Login | None = None
+        self.foreign_procs: list[ForeignProcess] = []
+        self.foreign_mib = processes.FOREIGN_MIB  # what each of them allocates
         if boot_unit:
             self._boot()
 
@@ -574,6 +566,7 @@ class Machine:
             return
         unit.recent_starts = [t for t in unit.recent_starts if at - t < START_LIMIT_INTERVAL]
         unit.recent_starts.append(at)
+        unit.last_exit = None
         pid = self._alloc_pid()
         wall = self._wall_of(at)
         run = Run(pid=pid, started_mono=at, started_wall=wall, engine=definition.engine)
@@ -591,6 +584,9 @@ class Machine:
             run.ready_logged = True
             return
         self._plan_engine(unit, run, engine, definition, at, booted=booted)
+        if run.engine is not None:  # its EngineCores and workers took the PIDs that follow
+            last = core_pid(run.engine, run.pid, run.engine.data_parallel_size - 1)
+            self._next_pid = max(self._next_pid, last, run.pid + run.engine.gpus_needed)
 
     def executables(self) -> set[str]:
         return {catalog.VLLM_BINARY, "/usr/bin/sleep", "/usr/bin/python3", "/bin/sleep"}
@@ -605,53 +601,89 @@ class Machine:
         *,
         booted: bool,
     ) -> None:
-        """Decide at spawn time how this start ends, as vLLM would find out while loading."""
+        """Decide at spawn time how this start ends, as vLLM would find out while loading.
+
+        The checks come in vLLM's order: the command line, binding the API socket, the engine
+        config (model, tokenizer, quantization, parallelism), then each GPU worker's free-memory
+        check and the load itself.
+        """
+        if engine.reads_files:  # a --config file or chat template: read now, not at load
+            engine = parse_vllm_argv(definition.exec_start, self.read_file) or engine
+            run.engine = engine
         self._log_lines(unit, run, at, journal.startup_lines(self, unit.name, run, engine))
-        if engine.usage_error:
-            self._doom(run, "usage", at)
+        kind = self._engine_failure(unit, run, engine, definition)
+        if kind is None:
+            kind = self._memory_failure(run, engine)
+        if kind is None and self.fault_applies("crash_on_start", engine.model_path) and not booted:
+            kind = "crash"
+        if kind is not None:
+            self._doom(run, kind, at)
             return
-        if not 0 < engine.gpu_memory_utilization <= 1:
-            self._doom(run, "config", at)
-            return
-        visible = [g for g in definition.visible_gpus if 0 <= g < GPU_COUNT]
-        tp = engine.tensor_parallel_size
-        if tp < 1 or tp > len(visible):
-            self._doom(run, "world_size", at)
-            return
+        run.ready_at = at + (BOOT_LOAD_SECONDS if booted else self.load_seconds)
+
+    def _engine_failure(
+        self, unit: Unit, run: Run, engine: EngineArgs, definition: UnitDefinition
+    ) -> str | None:
+        """Why the engine would stop before its workers touch a GPU (None: it gets that far)."""
+        if engine.help_requested:
+            return "help"
+        if engine.usage_error is not None:
+            return "usage"
+        if engine.cli_failure is not None:
+            return "cli"
+        if not engine.headless and engine.uds is None and not 0 <= engine.port <= 65535:
+            return "port_range"
         for other in self.units.values():
             if other is unit or other.run is None or other.run.engine is None:
                 continue
-            if other.run.failure is None and other.run.engine.port == engine.port:
-                self._doom(run, "port", at)
-                return
-        weights_gib = self.disk.get(engine.model_path.rstrip("/"))
-        if weights_gib is None:
-            self._doom(run, "missing_model", at)
-            return
-        run.gpus = tuple(visible[:tp])
+            if other.run.failure is None and engine.binds_clash(other.run.engine):
+                return "port"
+        if not 0 < engine.gpu_memory_utilization <= 1:
+            return "config"
+        run.visible = tuple(g for g in definition.visible_gpus if 0 <= g < GPU_COUNT)
+        tp, pp, dp = (
+            engine.tensor_parallel_size,
+            engine.pipeline_parallel_size,
+            engine.data_parallel_size,
+        )
+        if min(tp, pp, dp) < 1 or tp * pp > len(run.visible):
+            return "world_size"
+        model_path = engine.model_path.rstrip("/")
+        if model_path not in self.disk:
+            return "missing_model"
+        tokenizer = (engine.tokenizer or "").rstrip("/")
+        if tokenizer and tokenizer != model_path and tokenizer not in self.disk:
+            return "missing_tokenizer"
+        model = catalog.MODELS_BY_PATH.get(model_path)
+        if engine.quantization and model and engine.quantization != model.quantization:
+            return "quantization"
+        if engine.gpus_needed > len(run.visible):
+            return "dp_world_size"
+        return None
+
+    def _memory_failure(self, run: Run, engine: EngineArgs) -> str | None:
+        """Each worker's free-memory check at startup, then whether weights and KV cache fit.
+
+        Every data-parallel replica holds a full copy of the weights, split over its
+        tensor-parallel x pipeline-parallel GPUs.
+        """
+        weights_gib = self.disk[engine.model_path.rstrip("/")]
+        run.gpus = run.visible[: engine.gpus_needed]
         run.budget_mib = int(engine.gpu_memory_utilization * GPU_MEMORY_MIB)
-        run.weights_mib = weights_gib * 1024 / tp
+        run.weights_mib = weights_gib * 1024 / engine.world_size
         now = self.clock()
         for gpu in run.gpus:
             spec = self.gpus[gpu]
-            used_by_others = sum(
-                other.run.usage_mib(spec, now)
-                for other in self.units.values()
-                if other is not unit and other.run is not None
-            )
-            if GPU_MEMORY_MIB - spec.idle_mib - used_by_others < run.budget_mib:
-                self._doom(run, "free_memory", at)
-                return
+            used = self._runs_usage(spec, now, exclude=run) + self._foreign_usage(spec, now)
+            free = GPU_MEMORY_MIB - spec.idle_mib - used
+            if free < run.budget_mib:
+                run.free_mib = free
+                return "free_memory"
         if run.weights_mib > run.budget_mib:
-            self._doom(run, "oom", at)
-            return
+            return "oom"
         if run.weights_mib + ACTIVATION_MIB + CUDA_CONTEXT_MIB > run.budget_mib:
-            self._doom(run, "no_kv_cache", at)
-            return
-        if self.fault_applies("crash_on_start", engine.model_path) and not booted:
-            self._doom(run, "crash", at)
-            return
-        run.ready_at = at + (BOOT_LOAD_SECONDS if booted else self.load_seconds)
+            return "no_kv_cache"
+        return None
 
     def _doom(self, run: Run, kind: str, at: float) -> None:
         run.failure = kind
@@ -659,10 +691,13 @@ class Machine:
         run.ready_at = None
 
     def _exit_failed(self, unit: Unit, run: Run, at: float) -> None:
+        """The main process ended on its own: a failure, or `--help` exiting 0."""
         kind = run.failure or "crash"
         self._log_lines(unit, run, at, journal.failure_lines(self, unit.name, run, kind, at))
         unit.run = None
         unit.active_exit_wall = self._wall_of(at)
+        status = EXIT_STATUS.get(kind, 1)
+        unit.last_exit = (kind, status, run.engine)
         if kind == "exec":
             binary = run_binary(unit)
             self._log_systemd(
@@ -675,17 +710,22 @@ class Machine:
                 f"{unit.name}: Failed at step EXEC spawning {binary}: No such file or directory",
                 at,
             )
-            status = "203/EXEC"
-        else:
-            status = "1/FAILURE"
-        self._log_systemd(
-            unit, f"{unit.name}: Main process exited, code=exited, status={status}", at
-        )
-        self._log_systemd(unit, f"{unit.name}: Failed with result 'exit-code'.", at)
-        unit.active_state, unit.sub_state, unit.result = "failed", "failed", "exit-code"
         restart = unit.definition.restart if unit.definition else "no"
-        if restart in ("always", "on-failure"):
+        if status == 0:
+            self._log_systemd(unit, f"{unit.name}: Deactivated successfully.", at)
+            unit.active_state, unit.sub_state, unit.result = "inactive", "dead", "success"
+            restarts = restart == "always"
+        else:
+            name = _STATUS_NAMES.get(status, str(status))
+            self._log_systemd(
+                unit, f"{unit.name}: Main process exited, code=exited, status={status}/{name}", at
+            )
+            self._log_systemd(unit, f"{unit.name}: Failed with result 'exit-code'.", at)
+            unit.active_state, unit.sub_state, unit.result = "failed", "failed", "exit-code"
+            restarts = restart in ("always", "on-failure")
+        if restarts:
             if len(unit.recent_starts) >= START_LIMIT_BURST:
+                unit.active_state, unit.sub_state = "failed", "failed"
                 unit.result = "start-limit-hit"
                 self._log_systemd(unit, f"{unit.name}: Start request repeated too quickly.", at)
                 self._log_systemd(unit, f"{unit.name}: Failed with result 'start-limit-hit'.", at)
@@ -724,18 +764,33 @@ class Machine:
                         busy[g] = load
         return busy
 
+    def _runs_usage(self, gpu: GpuSpec, now: float, exclude: Run | None = None) -> int:
+        return sum(
+            u.run.usage_mib(gpu, now)
+            for u in self.units.values()
+            if u.run is not None and u.run is not exclude
+        )
+
+    def _foreign_mib(self, proc: ForeignProcess, now: float) -> int:
+        """A foreign process's memory: what it allocated, never past what the GPU has left."""
+        spec = self.gpus[proc.gpu]
+        room = GPU_MEMORY_MIB - spec.idle_mib - self._runs_usage(spec, now)
+        return max(0, min(proc.held_mib, room))
+
+    def _foreign_usage(self, gpu: GpuSpec, now: float) -> int:
+        return sum(self._foreign_mib(p, now) for p in self.foreign_procs if p.gpu == gpu.index)
+
     def gpu_readings(self) -> list[GpuReading]:
         now = self.tick()
         wall = self.wall()
         busy = self._busy_gpus(now)
         readings = []
-        runs = [u.run for u in self.units.values() if u.run is not None]
         for gpu in self.gpus:
-            used_by_runs = sum(run.usage_mib(gpu, now) for run in runs)
-            used = min(GPU_MEMORY_MIB, gpu.idle_mib + used_by_runs)
+            used_by_apps = self._runs_usage(gpu, now) + self._foreign_usage(gpu, now)
+            used = min(GPU_MEMORY_MIB, gpu.idle_mib + used_by_apps)
             wobble = math.sin(wall / 23.0 + gpu.phase) + 0.5 * math.sin(wall / 5.3 + 2 * gpu.phase)
             load = busy.get(gpu.index, 0.0)
-            held = used_by_runs > 0
+            held = used_by_apps > 0
             if load:
                 power = 330.0 + 240.0 * load + 9.0 * wobble
                 util = int(min(100, max(1, 62 + 38 * load + 3 * wobble)))
@@ -763,6 +818,7 @@ class Machine:
         return readings
 
     def compute_apps(self) -> list[AppReading]:
+        """Every process holding GPU memory: engine workers, and foreign ones under the fault."""
         now = self.tick()
         apps = []
         for unit in self.units.values():
@@ -774,27 +830,138 @@ class Machine:
                 if used > 0:
                     apps.append(
                         AppReading(
-                            pid=run.pid + rank,
-                            process_name=f"VLLM::Worker_TP{rank}",
+                            pid=worker_pid(run.engine, run.pid, rank),
+                            process_name=gpu_title(run.engine, rank),
                             used_memory_mib=used,
                             gpu_index=g,
                             gpu_uuid=self.gpus[g].uuid,
                             unit=unit.name,
                         )
                     )
+        scope = self.foreign_login.scope if self.foreign_login else ""
+        for proc in self.foreign_procs:
+            used = self._foreign_mib(proc, now)
+            if used > 0:
+                apps.append(
+                    AppReading(
+                        pid=proc.pid,
+                        process_name=proc.comm,
+                        used_memory_mib=used,
+                        gpu_index=proc.gpu,
+                        gpu_uuid=self.gpus[proc.gpu].uuid,
+                        unit=scope,
+                    )
+                )
         apps.sort(key=lambda a: (a.gpu_index, a.pid))
         return apps
 
+    # --- processes -------------------------------------------------------------------------
+
+    def _take_pids(self, count: int) -> list[int]:
+        """Consecutive PIDs for processes started together (a login, a process and its children)."""
+        first = self._next_pid + 1
+        self._next_pid += count
+        return list(range(first, first + count))
+
+    def _user_manager(self, user: str) -> list[Process]:
+        uid = processes.uid_of(user)
+        if uid not in self._user_managers:
+            a, b = self._take_pids(2)
+            self._user_managers[uid] = (a, b)
+        return processes.user_manager(uid, self._user_managers[uid])
+
+    def new_login(self, user: str) -> Login:
+        """An SSH login: logind gives it the next session number, sshd and the shell PIDs."""
+        self._user_manager(user)
+        priv, child, shell = self._take_pids(3)
+        self._next_session += 1
+        return Login(self._next_session, user, priv, child, shell)
+
+    def processes(self, login: Login | None = None, own_pid: int | None = None) -> list[Process]:
+        """What `ps -e` lists, by PID: the system, each unit's process tree, the logins.
+
+        `login` is the session asking (with `own_pid`, the ps process itself).
+        """
+        self.tick()
+        procs = {p.pid: p for p in processes.SYSTEM}
+        for uid, pids in self._user_managers.items():
+            procs.update((p.pid, p) for p in processes.user_manager(uid, pids))
+        for unit in self.units.values():
+            if unit.run is not None:
+                procs.update((p.pid, p) for p in unit.run.processes(unit.name, run_binary(unit)))
+        logins = [x for x in (self.foreign_login, login) if x is not None]
+        for x in logins:
+            procs.update((p.pid, p) for p in x.processes())
+        if self.foreign_login is not None:
+            scope = self.foreign_login.scope
+            procs.update((p.pid, Process(p.pid, p.comm, scope)) for p in self.foreign_procs)
+        if login is not None and own_pid is not None:
+            procs[own_pid] = Process(own_pid, "ps", login.scope)
+        return sorted(procs.values(), key=lambda p: p.pid)
+
+    def take_pid(self) -> int:
+        return self._take_pids(1)[0]
+
+    def _start_foreign(self) -> None:
+        """Someone logged in and started one python3 per GPU, each taking 4 GiB if it fits."""
+        if self.foreign_procs:
+            return  # already running: the same PIDs for as long as the fault stays on
+        now = self.tick()
+        self._user_manager(processes.FOREIGN_USER)
+        priv, child, shell = self._take_pids(3)
+        self.foreign_login = Login(
+            processes.FOREIGN_SESSION, processes.FOREIGN_USER, priv, child, shell
+        )
+        pids = self._take_pids(GPU_COUNT)
+        for pid, spec in zip(pids, self.gpus, strict=True):
+            self.foreign_procs.append(ForeignProcess(pid, spec.index, self._room(spec, now)))
+
+    def _room(self, spec: GpuSpec, now: float) -> int:
+        """What a foreign process manages to allocate now: its wish, or what is left."""
+        room = GPU_MEMORY_MIB - spec.idle_mib - self._runs_usage(spec, now)
+        return max(0, min(self.foreign_mib, room))
+
+    def set_foreign_memory(self, mib: int) -> None:
+        """How much each foreign process holds (4096 MiB unless a test wants it tighter).
+
+        Running ones are replaced by the same PIDs holding the new amount, as far as it fits.
+        """
+        self.foreign_mib = max(0, int(mib))
+        now = self.tick()
+        self.foreign_procs = [
+            ForeignProcess(p.pid, p.gpu, self._room(self.gpus[p.gpu], now), p.comm)
+            for p in self.foreign_procs
+        ]
+
+    def _stop_foreign(self) -> None:
+        self.foreign_procs = []
+        self.foreign_login = None
+        self._user_managers.pop(processes.FOREIGN_UID, None)
+
     # --- inference servers -----------------------------------------------------------------
 
-    def server_on_port(self, port: int) -> tuple[Unit, Run] | None:
-        """The unit whose engine accepts connections on `port` (only once it has loaded)."""
+    def server_at(self, url_host: str, port: int) -> tuple[Unit, Run] | None:
+        """The unit whose server answers `http://URL_HOST:PORT` on this host, once loaded."""
         now = self.tick()
         for unit in self.units.values():
             run = unit.run
-            if run and run.engine and run.engine.port == port and run.ready(now):
+            engine = run.engine if run else None
+            if not (run and engine and engine.port == port and run.serving(now)):
+                continue
+            if engine.serves_http_at(url_host):
                 return unit, run
         return None
+
+    def server_on_port(self, port: int) -> tuple[Unit, Run] | None:
+        """The server `curl http://127.0.0.1:PORT` reaches (None: connection refused)."""
+        return self.server_at("127.0.0.1", port)
+
+    def binds_address(self, address: str) -> bool:
+        """Whether some server bound this exact address (so the host has it)."""
+        return any(
+            u.run is not None and u.run.engine is not None and u.run.engine.host == address
+            for u in self.units.values()
+        )
 
     def max_model_len(self, engine: EngineArgs) -> int:
         if engine.max_model_len:
@@ -819,6 +986,17 @@ class Machine:
     def remove_file(self, path: str) -> None:
         self.unit_files.pop(path, None)
 
+    def read_file(self, path: str) -> str | None:
+        """A regular file's contents as a program on the host would read them (None: missing)."""
+        if path == "/etc/hostname":
+            return self.name + "\n"
+        if path == "/etc/os-release":
+            return (
+                'PRETTY_NAME="Ubuntu 24.04.3 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
+                'VERSION="24.04.3 LTS (Noble Numbat)"\nID=ubuntu\nID_LIKE=debian\n'
+            )
+        return self.unit_files.get(path)
+
     def set_fault(self, fault: str, on: bool = True, models: Iterable[str] | None = None) -> None:
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
@@ -828,6 +1006,11 @@ class Machine:
         else:
             self.faults.discard(fault)
             self.fault_models.pop(fault, None)
+        if fault == "foreign_gpu_process":
+            if on:
+                self._start_foreign()
+            else:
+                self._stop_foreign()
 
     def fault_applies(self, fault: str, model_path: str | None) -> bool:
         if fault not in self.faults:
@@ -886,14 +1069,40 @@ class Machine:
             "result": unit.result,
             "need_daemon_reload": self.needs_daemon_reload(unit),
             "phase": phase,
-            "healthy": phase == "ready",
+            "healthy": phase == "ready" and (engine is None or not engine.headless),
+            # What the control plane's `curl http://127.0.0.1:PORT/...` reaches.
+            "reachable_on_loopback": bool(
+                phase == "ready"
+                and engine
+                and run
+                and run.serving(now)
+                and engine.serves_http_at("127.0.0.1")
+            ),
             "failure": run.failure if run else None,
             "model_path": engine.model_path if engine else None,
             "served_name": engine.served_name if engine else None,
             "port": engine.port if engine else None,
+            "served_names": list(engine.served_names) if engine else [],
+            "host": engine.host if engine else None,
             "tensor_parallel_size": engine.tensor_parallel_size if engine else None,
+            "pipeline_parallel_size": engine.pipeline_parallel_size if engine else None,
+            "data_parallel_size": engine.data_parallel_size if engine else None,
             "max_model_len": self.max_model_len(engine) if engine else None,
             "gpu_memory_utilization": engine.gpu_memory_utilization if engine else None,
+            "quantization": engine.quantization if engine else None,
+            "trust_remote_code": engine.trust_remote_code if engine else None,
+            "api_key_set": engine.api_key_set if engine else None,
+            "headless": engine.headless if engine else None,
+            # How the last run ended on its own (None: still running, or stopped by systemctl).
+            "last_exit": (
+                {"failure": unit.last_exit[0], "status": unit.last_exit[1]}
+                if unit.last_exit and run is None
+                else None
+            ),
+            "usage_error": (
+                (engine or (unit.last_exit[2] if unit.last_exit and run is None else None))
+                or _NO_ENGINE
+            ).usage_error,
             "gpus": list(run.gpus) if run else [],
             "definition_sha256": (
                 hashlib.sha256(definition.text.encode()).hexdigest() if definition else None
@@ -920,9 +1129,21 @@ class Machine:
                 {k: v for k, v in r.__dict__.items() if k != "pstate"} for r in self.gpu_readings()
             ],
             "compute_apps": [a.__dict__.copy() for a in self.compute_apps()],
+            "foreign_processes": [
+                {
+                    "pid": p.pid,
+                    "process_name": p.comm,
+                    "unit": self.foreign_login.scope if self.foreign_login else None,
+                    "user": processes.FOREIGN_USER,
+                    "gpu_index": p.gpu,
+                    "gpu_uuid": self.gpus[p.gpu].uuid,
+                    "used_memory_mib": self._foreign_mib(p, now),
+                }
+                for p in self.foreign_procs
+            ],
             "units": units,
-            "models": sorted(
-                {u["served_name"] for u in units.values() if u["healthy"] and u["served_name"]}
+            "models": sorted(  # every name /v1/models lists, over all serving units
+                {n for u in units.values() if u["healthy"] for n in u["served_names"]}
             ),
             "unit_files": {
                 path: {"sha256": hashlib.sha256(text.encode()).hexdigest(), "content": text}
@@ -931,6 +1152,9 @@ class Machine:
             "disk": dict(sorted(self.disk.items())),
             "integrity": self.integrity("vllm"),
         }
+
+
+_NO_ENGINE = EngineArgs(binary="", model_path="", served_name="")
 
 
 def run_binary(unit: Unit) -> str:

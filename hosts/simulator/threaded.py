@@ -110,6 +110,10 @@ class FleetHandle:
         """Switch a fault; with `models`, it hits only those model paths (a bad build)."""
         self._await(self.fleet.set_fault(name, fault, on, models))
 
+    def set_foreign_memory(self, name: str, mib: int) -> None:
+        """How much each `foreign_gpu_process` process holds on its GPU (default 4096 MiB)."""
+        self._call(lambda: self._machine(name).set_foreign_memory(mib))
+
     def faults(self, name: str) -> set[str]:
         return self._call(lambda: set(self._machine(name).faults))
 
@@ -229,6 +233,22 @@ class FleetHandle:
 
     def daemon_reload(self, name: str) -> None:
         self._call(lambda: self._machine(name).daemon_reload())
+
+    def write_file(self, name: str, path: str, content: str | None) -> None:
+        """Put a file on the host (a --config YAML, a chat template); None removes it."""
+
+        def apply() -> None:
+            machine = self._machine(name)
+            if content is None:
+                machine.remove_file(path)
+            else:
+                machine.write_file(path, content)
+
+        self._call(apply)
+
+    def processes(self, name: str) -> dict[int, str | None]:
+        """Every process on the host with its unit or scope (None: none), as `ps` would see it."""
+        return self._call(lambda: {p.pid: p.unit for p in self._machine(name).processes()})
 
     def set_disk_model(self, name: str, path: str, weights_gib: float | None) -> None:
         """Put a model directory on the host's disk (None removes it)."""

@@ -21,7 +21,7 @@ GPU_LINE = re.compile(
     r"NVIDIA RTX PRO 6000 Blackwell Server Edition, \d+ MiB, 97887 MiB, \d+\.\d\d W, "
     r"600\.00 W, \d+ %, \d+$"
 )
-APP_LINE = re.compile(r"^\d+, VLLM::Worker_TP\d, \d+ MiB$")
+APP_LINE = re.compile(r"^\d+, VLLM::Worker_TP\d, \d+ MiB(, GPU-[0-9a-f-]{36})?$")
 FULL = int(0.9 * GPU_MEMORY_MIB)
 
 
