@@ -5,6 +5,7 @@ import hashlib
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -191,12 +192,43 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- change jobs --------------------------------------------------------------------------------
-# Kinds that need a second person's approval (model swaps always do).
+# Kinds that always need a second person's approval. Any change of what serves or how it is
+# exposed needs it too, whatever its kind (deployments/policy.py).
 APPROVAL_REQUIRED_KINDS = env.list("APPROVAL_REQUIRED_KINDS", default=["model_swap"])
+# Engine flags an administrator has declared harmless: a redeploy that changes only these goes
+# without approval. Flags that change what serves or who can reach it cannot be listed here
+# (`manage.py check` says which); see deployments/engine_flags.py.
+HARMLESS_ENGINE_FLAGS = env.list(
+    "HARMLESS_ENGINE_FLAGS",
+    default=[
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--enforce-eager",
+    ],
+)
 # Memory kept free per GPU for the KV cache when checking whether a model fits.
 KV_CACHE_RESERVE_GIB = env.float("KV_CACHE_RESERVE_GIB", default=4.0)
-# A job renews its host lease at every step; a lease not renewed for this long is dead.
-JOB_LEASE_SECONDS = env.int("JOB_LEASE_SECONDS", default=60)
+# The longest a single command of a change job may run (a smoke completion, one benchmark
+# level); each command is cut off after this.
+JOB_COMMAND_TIMEOUT_SECONDS = env.int("JOB_COMMAND_TIMEOUT_SECONDS", default=60)
+# A job holds a lease on its host and renews it every JOB_LEASE_SECONDS / 4 while it lives, also
+# while a command runs (a heartbeat); recovery declares a job interrupted only once its lease
+# has lapsed. The lease must outlast the longest command, so that even a heartbeat that
+# stalled behind a command cannot let a second job onto the host while the first one's command
+# still runs there.
+JOB_LEASE_SECONDS = env.int("JOB_LEASE_SECONDS", default=90)
+JOB_LEASE_MARGIN_SECONDS = 15
+_longest_command = max(JOB_COMMAND_TIMEOUT_SECONDS, SSH_COMMAND_TIMEOUT)
+if _longest_command + JOB_LEASE_MARGIN_SECONDS > JOB_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        f"JOB_LEASE_SECONDS={JOB_LEASE_SECONDS} is too short: it must be at least the longest "
+        f"command timeout ({_longest_command:g} s, from JOB_COMMAND_TIMEOUT_SECONDS and "
+        f"SSH_COMMAND_TIMEOUT) plus {JOB_LEASE_MARGIN_SECONDS} s"
+    )
 JOB_RECOVERY_SWEEP_SECONDS = env.int("JOB_RECOVERY_SWEEP_SECONDS", default=30)
 HEALTH_POLL_SECONDS = env.float("HEALTH_POLL_SECONDS", default=2.0)
 CELERY_BEAT_SCHEDULE["recover-interrupted-jobs"] = {

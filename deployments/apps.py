@@ -7,9 +7,14 @@ class DeploymentsConfig(AppConfig):
     def ready(self) -> None:
         from typing import Any
 
+        from django.core import checks
+
         from hosts.signals import snapshots_recorded
 
         from . import services
+        from .checks import check_harmless_engine_flags
+
+        checks.register(check_harmless_engine_flags)
 
         def void_drifted_approvals(sender: Any, snapshots: Any, **kwargs: Any) -> None:
             services.approvals_void_on_drift(snapshots=snapshots)

@@ -7,9 +7,8 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from hosts.validators import validate_engine_args
-
 from .choices import ChangeKind
+from .engine_flags import validate_extra_args
 from .models import ModelArtifact
 
 
@@ -25,7 +24,9 @@ class ChangeRequestForm(forms.Form):
     extra_args = forms.CharField(
         required=False,
         max_length=2000,
-        help_text="Space-separated engine flags, e.g. --gpu-memory-utilization=0.95",
+        help_text="Space-separated engine flags, e.g. --gpu-memory-utilization=0.95. The model, "
+        "served name, parallelism, context length, port and bind address come from the "
+        "deployment, not from here.",
     )
     acknowledge_busy = forms.BooleanField(
         required=False, label="I know requests are in flight and accept dropping them"
@@ -51,7 +52,7 @@ class ChangeRequestForm(forms.Form):
             return None
         args = raw.split()
         try:
-            validate_engine_args(args)
+            validate_extra_args(args)
         except ValidationError as exc:
             raise ValidationError(exc.messages) from exc
         return args

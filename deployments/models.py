@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, validate_ipv46_address
 from django.db import models
 
 from hosts import validators
 from hosts.models import Host, StateSnapshot
 
 from .choices import ApprovalDecision, ChangeKind, ChangeStatus, Engine, Quantization, StepStatus
+from .engine_flags import validate_extra_args
 
 
 class ModelArtifact(models.Model):
@@ -72,8 +73,19 @@ class Deployment(models.Model):
     port = models.PositiveIntegerField(
         default=8000, validators=[MinValueValidator(1024), MaxValueValidator(65535)]
     )
+    bind_address = models.CharField(
+        max_length=45,
+        default="127.0.0.1",
+        validators=[validate_ipv46_address],
+        help_text="The address the server listens on (--host). 127.0.0.1 keeps it on the "
+        "host; 0.0.0.0 opens it to the network. Changing it needs approval.",
+    )
     extra_args = models.JSONField(
-        default=list, blank=True, validators=[validators.validate_engine_args]
+        default=list,
+        blank=True,
+        validators=[validate_extra_args],
+        help_text="Further engine flags. The model, served name, parallelism, context length, "
+        "port and bind address come from the fields above and cannot be given here.",
     )
     load_timeout_seconds = models.PositiveIntegerField(
         default=900, validators=[MinValueValidator(5), MaxValueValidator(7200)]
@@ -105,9 +117,8 @@ class DeploymentRevision(models.Model):
     tensor_parallel_size = models.PositiveSmallIntegerField()
     max_model_len = models.PositiveIntegerField()
     port = models.PositiveIntegerField()
-    extra_args = models.JSONField(
-        default=list, blank=True, validators=[validators.validate_engine_args]
-    )
+    bind_address = models.CharField(max_length=45, default="127.0.0.1")
+    extra_args = models.JSONField(default=list, blank=True, validators=[validate_extra_args])
     unit_text = models.TextField()
     unit_sha256 = models.CharField(max_length=64)
     created_by = models.CharField(max_length=200)
@@ -246,8 +257,10 @@ class JobStep(models.Model):
 class HostLease(models.Model):
     """Who may send destructive commands to a host right now.
 
-    Taking the lease bumps `fencing_token`; the job re-checks its token before every SSH command,
-    so a worker that was paused, partitioned or superseded can never act on a stale lease.
+    Taking the lease bumps `fencing_token`; the job re-checks its token before every SSH command
+    and renews the lease while each command runs (deployments/lease.py), so a worker that was
+    paused, partitioned or superseded can never act on a stale lease, and a live one never loses
+    it mid-command.
     """
 
     host = models.OneToOneField(
@@ -258,6 +271,7 @@ class HostLease(models.Model):
     )
     fencing_token = models.BigIntegerField(default=0)
     expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the holder's last renewal
 
     def __str__(self) -> str:
         return f"lease on {self.host_id}: change {self.holder_id} token {self.fencing_token}"

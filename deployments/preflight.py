@@ -1,13 +1,48 @@
-"""Pre-flight checks on a snapshot: will the model fit, is the server idle. Pure functions."""
+"""Pre-flight checks on a snapshot: will the model fit, is the server idle. Pure functions.
+
+The fit is computed for the parallelism that will actually run (tensor x pipeline x data
+parallel, read from the unit the change writes), on the GPUs that parallelism will use, with
+the memory that other processes hold there subtracted: the engine refuses to start when less
+than its share of a GPU is free, and a foreign process holding memory is exactly that.
+"""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+
+from hosts.state import HostState
+
+from .engine_flags import ServingPlan
 
 MIB_PER_GIB = 1024
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default for --gpu-memory-utilization
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    index: int
+    total_gib: float
+    foreign_gib: float  # held by processes of other units or sessions
+    budget_gib: float  # the engine's share of this GPU
+    need_gib: float
+    foreign: tuple[str, ...] = ()  # "pid 1234 python3 (session-7.scope)"
+
+    @property
+    def free_gib(self) -> float:
+        return self.total_gib - self.foreign_gib
+
+    @property
+    def startable(self) -> bool:
+        """vLLM refuses to start unless its whole share is free when it starts."""
+        return self.free_gib >= self.budget_gib
+
+    @property
+    def fits(self) -> bool:
+        return self.startable and self.need_gib <= self.budget_gib
+
+    @property
+    def slack_gib(self) -> float:
+        return min(self.free_gib, self.budget_gib) - self.need_gib
 
 
 @dataclass(frozen=True)
@@ -17,60 +52,89 @@ class FitCheck:
     kv_reserve_gib: float
     budget_per_gpu_gib: float | None
     message: str
-
-
-def memory_utilization(extra_args: list[str]) -> float:
-    for arg in extra_args:
-        match = re.fullmatch(r"--gpu-memory-utilization=([0-9.]+)", arg)
-        if match:
-            try:
-                return max(0.05, min(1.0, float(match.group(1))))
-            except ValueError:
-                break
-    return DEFAULT_GPU_MEMORY_UTILIZATION
+    gpus_needed: int = 1
+    per_gpu: tuple[GpuFit, ...] = field(default_factory=tuple)
 
 
 def model_fits(
     *,
-    parsed: dict[str, Any],
+    state: HostState,
     weights_gib: float,
-    tensor_parallel_size: int,
-    extra_args: list[str],
+    plan: ServingPlan,
+    unit: str,
     kv_reserve_gib: float,
 ) -> FitCheck:
-    """Weights split over TP GPUs plus a KV-cache reserve must fit in each GPU's budget
-    (total memory x --gpu-memory-utilization) on the smallest GPU the snapshot saw."""
-    gpus = parsed.get("gpus") or []
-    per_gpu = weights_gib / max(1, tensor_parallel_size)
-    totals = [g.get("memory_total_mib") for g in gpus if g.get("memory_total_mib")]
-    if len(gpus) < tensor_parallel_size:
+    """Weights split over tp x pp GPUs plus a KV-cache reserve must fit in each GPU's budget:
+    the engine's share of the GPU (--gpu-memory-utilization), and no more than what processes
+    outside `unit` leave free. Checked on each of the tp x pp x dp GPUs the engine will use."""
+    needed = plan.gpus_needed
+    per_gpu = weights_gib / max(1, plan.weight_shards)
+    need = per_gpu + kv_reserve_gib
+    shape = _shape(plan)
+    if len(state.gpus) < needed:
         return FitCheck(
             False, per_gpu, kv_reserve_gib, None,
-            f"tensor-parallel size {tensor_parallel_size} needs {tensor_parallel_size} GPUs; "
-            f"the snapshot shows {len(gpus)}",
+            f"{shape} needs {needed} GPUs; the snapshot shows {len(state.gpus)}",
+            needed,
         )  # fmt: skip
-    if not totals:
-        return FitCheck(
-            False, per_gpu, kv_reserve_gib, None, "the snapshot has no GPU memory totals"
+    fraction = plan.memory_fraction or DEFAULT_GPU_MEMORY_UTILIZATION
+    fraction = max(0.05, min(1.0, fraction))
+    foreign = state.foreign_processes(unit)
+    fits: list[GpuFit] = []
+    for gpu in sorted(state.gpus, key=lambda g: g.index)[:needed]:
+        if not gpu.memory_total_mib:
+            return FitCheck(
+                False, per_gpu, kv_reserve_gib, None,
+                f"the snapshot has no memory total for GPU {gpu.index}", needed,
+            )  # fmt: skip
+        total = gpu.memory_total_mib / MIB_PER_GIB
+        apps = foreign.get(gpu.index, [])
+        held = sum(a.used_memory_mib or 0 for a in apps) / MIB_PER_GIB
+        fits.append(
+            GpuFit(
+                gpu.index, total, held, total * fraction, need,
+                tuple(f"pid {a.pid} {a.process_name} ({a.unit or 'unknown unit'})" for a in apps),
+            )
+        )  # fmt: skip
+    tight = min(fits, key=lambda f: f.slack_gib)
+    holders = ""
+    if tight.foreign_gib:
+        holders = (
+            f"; {tight.foreign_gib:.1f} GiB of GPU {tight.index} is held by "
+            f"{', '.join(tight.foreign)}"
         )
-    budget = min(totals) / MIB_PER_GIB * memory_utilization(extra_args)
-    need = per_gpu + kv_reserve_gib
-    if need > budget:
+    if not tight.startable:
         return FitCheck(
-            False, per_gpu, kv_reserve_gib, budget,
-            f"does not fit: {per_gpu:.1f} GiB of weights per GPU + {kv_reserve_gib:.1f} GiB KV "
-            f"cache reserve = {need:.1f} GiB > {budget:.1f} GiB available per GPU",
+            False, per_gpu, kv_reserve_gib, tight.budget_gib,
+            f"does not fit ({shape}): GPU {tight.index} has {tight.free_gib:.1f} GiB free, less "
+            f"than the {tight.budget_gib:.1f} GiB ({fraction:.0%}) the engine takes at start"
+            f"{holders}",
+            needed, tuple(fits),
+        )  # fmt: skip
+    if not tight.fits:
+        return FitCheck(
+            False, per_gpu, kv_reserve_gib, tight.budget_gib,
+            f"does not fit ({shape}): {per_gpu:.1f} GiB of weights per GPU + "
+            f"{kv_reserve_gib:.1f} GiB KV cache reserve = {need:.1f} GiB > "
+            f"{tight.budget_gib:.1f} GiB available on GPU {tight.index}{holders}",
+            needed, tuple(fits),
         )  # fmt: skip
     return FitCheck(
-        True, per_gpu, kv_reserve_gib, budget,
-        f"fits: {per_gpu:.1f} GiB weights + {kv_reserve_gib:.1f} GiB KV reserve "
-        f"of {budget:.1f} GiB per GPU",
+        True, per_gpu, kv_reserve_gib, tight.budget_gib,
+        f"fits ({shape}): {per_gpu:.1f} GiB weights + {kv_reserve_gib:.1f} GiB KV reserve "
+        f"of {tight.budget_gib:.1f} GiB on the tightest GPU",
+        needed, tuple(fits),
     )  # fmt: skip
 
 
-def inflight_requests(parsed: dict[str, Any], unit: str) -> float | None:
-    server = ((parsed.get("deployments") or {}).get(unit) or {}).get("server") or {}
-    running, waiting = server.get("requests_running"), server.get("requests_waiting")
-    if running is None and waiting is None:
-        return None
-    return float(running or 0) + float(waiting or 0)
+def _shape(plan: ServingPlan) -> str:
+    parts = [f"tensor-parallel {plan.tensor_parallel_size}"]
+    if plan.pipeline_parallel_size > 1:
+        parts.append(f"pipeline-parallel {plan.pipeline_parallel_size}")
+    if plan.data_parallel_size > 1:
+        parts.append(f"data-parallel {plan.data_parallel_size}")
+    return " x ".join(parts)
+
+
+def inflight_requests(state: HostState, unit: str) -> float | None:
+    return state.inflight(unit)

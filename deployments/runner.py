@@ -9,26 +9,28 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
+from controlplane.clock import SYSTEM_CLOCK, Clock
 from hosts import commands, parsers
 from hosts import services as host_services
 from hosts.choices import ProbeTrigger, SnapshotStatus
 from hosts.ssh import CommandResult, SSHFailure
-from hosts.state import UnitState, fingerprint_drift
+from hosts.state import UnitState
 
+from . import lease as leases
 from . import services
 from .choices import REVISION_KINDS, SERVING_KINDS, ChangeKind, ChangeStatus, StepStatus
-from .models import ChangeRequest, Deployment, DeploymentRevision, HostLease, JobStep
+from .drift import execution_drift
+from .lease import LeaseLost
+from .models import ChangeRequest, Deployment, DeploymentRevision, JobStep
 
 MAX_OUTPUT_CHARS = 32 * 1024
 
@@ -46,51 +48,34 @@ class VerificationFailed(Exception):
     """The change was made but the server did not come back healthy and coherent."""
 
 
-class LeaseLost(Exception):
-    """Another holder owns the host now; this job must not send another command."""
-
-
 class Job:
-    def __init__(self, change: ChangeRequest) -> None:
+    def __init__(self, change: ChangeRequest, clock: Clock = SYSTEM_CLOCK) -> None:
         self.change = change
         self.host = change.host
         self.deployment = change.deployment
-        self.token: int | None = None
+        self.clock = clock
+        self.lease = leases.Lease(change, clock)
+        # The port the written unit listens on: the revision's, not the deployment row's, which
+        # an administrator may have edited since the decision.
+        revision = change.target_revision or change.from_revision
+        self.port = revision.port if revision is not None else self.deployment.port
         self.seq = change.steps.count()
         self.destructive_started = False
 
     # --- lease and fencing ----------------------------------------------------------------
 
     def take_lease(self) -> None:
-        now = timezone.now()
-        HostLease.objects.get_or_create(host=self.host)
-        taken = HostLease.objects.filter(
-            Q(holder__isnull=True) | Q(expires_at__lt=now), host=self.host
-        ).update(
-            holder=self.change,
-            fencing_token=F("fencing_token") + 1,
-            expires_at=now + dt.timedelta(seconds=settings.JOB_LEASE_SECONDS),
-        )
-        if not taken:
-            raise JobEnded(ChangeStatus.FAILED, "another job holds this host's lease")
-        self.token = HostLease.objects.get(host=self.host).fencing_token
+        try:
+            self.lease.take()
+        except leases.LeaseTaken as exc:
+            raise JobEnded(ChangeStatus.FAILED, str(exc)) from exc
 
     def fence(self) -> None:
         """Renew the lease if, and only if, it is still ours; otherwise stop acting at once."""
-        now = timezone.now()
-        if self.token is None:
-            raise LeaseLost("the job never took the host lease")
-        renewed = HostLease.objects.filter(
-            host=self.host, holder=self.change, fencing_token=self.token, expires_at__gt=now
-        ).update(expires_at=now + dt.timedelta(seconds=settings.JOB_LEASE_SECONDS))
-        if renewed != 1:
-            raise LeaseLost(f"lease on {self.host.name} lost (fencing token {self.token})")
+        self.lease.renew()
 
     def release_lease(self) -> None:
-        if self.token is not None:
-            HostLease.objects.filter(
-                host=self.host, holder=self.change, fencing_token=self.token
-            ).update(holder=None, expires_at=None)
+        self.lease.release()
 
     # --- steps ------------------------------------------------------------------------------
 
@@ -146,12 +131,25 @@ class Job:
             raise JobEnded(ChangeStatus.CANCELLED, "cancelled between steps")
 
     def ssh(
-        self, step: JobStep, argv: list[str], *, stdin: str | None = None, timeout: float = 60
+        self,
+        step: JobStep,
+        argv: list[str],
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
     ) -> CommandResult:
+        """Run one command under the lease: fenced before it starts, renewed while it runs."""
         self.fence()
         line = host_services.command_line_for(self.host, argv)
         step.command = f"{step.command}\n{line}".strip()
-        result = host_services.host_run(host=self.host, argv=argv, stdin=stdin, timeout=timeout)
+        result = host_services.host_run(
+            host=self.host,
+            argv=argv,
+            stdin=stdin,
+            timeout=min(timeout or settings.JOB_COMMAND_TIMEOUT_SECONDS, _longest_command()),
+            heartbeat=self.lease.renew,
+            heartbeat_every=leases.heartbeat_every(),
+        )
         step.exit_status = result.exit_status
         step.output = (step.output + result.stdout + result.stderr)[-MAX_OUTPUT_CHARS:]
         return result
@@ -193,7 +191,7 @@ class Job:
                     ChangeStatus.FAILED,
                     f"could not re-probe the host: {before.status} {before.error}",
                 )
-            drift = fingerprint_drift(basis.material_fingerprint(), before.material_fingerprint())
+            drift = execution_drift(change=change, basis=basis, current=before)
             if drift:
                 step.output = json.dumps(drift, indent=1)
                 ChangeRequest.objects.filter(pk=change.pk).update(drift_report=drift)
@@ -247,18 +245,18 @@ class Job:
 
     def wait_inactive(self) -> None:
         with self.step("wait for the service to stop") as step:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
+            deadline = self.clock.monotonic() + 120
+            while self.clock.monotonic() < deadline:
                 state = self._unit_state(step)
                 if state is not None and state.active_state in {"inactive", "failed"}:
                     return
-                time.sleep(settings.HEALTH_POLL_SECONDS)
+                self.clock.sleep(settings.HEALTH_POLL_SECONDS)
             raise VerificationFailed("the service did not stop within 120 s")
 
     def wait_healthy(self) -> None:
         timeout = self.deployment.load_timeout_seconds
         with self.step(f"wait for /health (up to {timeout} s)") as step:
-            deadline = time.monotonic() + timeout
+            deadline = self.clock.monotonic() + timeout
             while True:
                 self._check_cancel()
                 state = self._unit_state(step)
@@ -266,13 +264,13 @@ class Job:
                     journal = self.ssh(step, commands.unit_journal(self.deployment.unit, 40))
                     step.output = journal.stdout[-MAX_OUTPUT_CHARS:]
                     raise VerificationFailed("the service failed while starting (journal attached)")
-                health = self.ssh(step, commands.http_get(self.deployment.port, "/health"))
+                health = self.ssh(step, commands.http_get(self.port, "/health"))
                 if parsers.parse_http(health.stdout).status == 200:
                     step.output = "healthy"
                     return
-                if time.monotonic() >= deadline:
+                if self.clock.monotonic() >= deadline:
                     raise VerificationFailed(f"/health did not answer 200 within {timeout} s")
-                time.sleep(settings.HEALTH_POLL_SECONDS)
+                self.clock.sleep(settings.HEALTH_POLL_SECONDS)
 
     def _complete(
         self, step: JobStep, revision: DeploymentRevision, max_tokens: int
@@ -285,8 +283,11 @@ class Job:
                 "temperature": 0,
             }
         )
+        limit = settings.JOB_COMMAND_TIMEOUT_SECONDS
         result = self.ssh(
-            step, commands.completion_request(self.deployment.port, body), timeout=150
+            step,
+            commands.completion_request(self.port, body, max_seconds=limit - 5),
+            timeout=limit,
         )
         http = parsers.parse_http(result.stdout)
         if http.status != 200:
@@ -314,21 +315,21 @@ class Job:
 
     def benchmark(self, revision: DeploymentRevision, concurrency: int = 4) -> None:
         with self.step(f"throughput: 1 stream and {concurrency} concurrent") as step:
-            started = time.monotonic()
+            started = self.clock.monotonic()
             tokens = sum(
                 int(self._complete(step, revision, 64)["usage"].get("completion_tokens") or 0)
                 for _ in range(3)
             )
-            single = tokens / max(1e-6, time.monotonic() - started)
+            single = tokens / max(1e-6, self.clock.monotonic() - started)
             from concurrent.futures import ThreadPoolExecutor
 
-            started = time.monotonic()
+            started = self.clock.monotonic()
             with ThreadPoolExecutor(concurrency) as pool:
                 answers = list(
                     pool.map(lambda _: self._complete(step, revision, 64), range(concurrency))
                 )
             total = sum(int(a["usage"].get("completion_tokens") or 0) for a in answers)
-            many = total / max(1e-6, time.monotonic() - started)
+            many = total / max(1e-6, self.clock.monotonic() - started)
             result = {
                 "single_stream_tokens_per_s": round(single, 1),
                 "concurrent_tokens_per_s": round(many, 1),
@@ -392,7 +393,12 @@ class Job:
     def probe(self) -> Any:
         with audit_context.acting(correlation_id=self.change.correlation_id):
             self.fence()
-            return host_services.host_probe(host=self.host, trigger=ProbeTrigger.JOB)
+            return host_services.host_probe(
+                host=self.host,
+                trigger=ProbeTrigger.JOB,
+                heartbeat=self.lease.renew,
+                heartbeat_every=leases.heartbeat_every(),
+            )
 
 
 def _apply_revision_to_deployment(change: ChangeRequest) -> None:
@@ -484,36 +490,38 @@ def change_execute(*, change_id: int) -> ChangeRequest | None:
 
 
 def recover_interrupted(now: dt.datetime | None = None) -> list[int]:
-    """Mark jobs whose worker stopped renewing the lease as interrupted and free the host."""
+    """Mark jobs whose heartbeat stopped as interrupted and free their host.
+
+    A running job is left alone while its lease is live: the holder renews it every quarter
+    lease, also during a long command. A job that claimed its row but never took the lease is
+    given one lease length to do so.
+    """
     now = now or timezone.now()
-    grace = dt.timedelta(seconds=settings.JOB_LEASE_SECONDS)
     recovered = []
     running = ChangeRequest.objects.filter(status=ChangeStatus.RUNNING).select_related("host")
     for change in running:
-        lease = HostLease.objects.filter(host=change.host_id).first()
-        held = lease is not None and lease.holder_id == change.pk
-        if held and lease is not None and lease.expires_at and lease.expires_at > now:
+        if not leases.heartbeat_stopped(change, now):
             continue
-        if not held and change.started_at and change.started_at > now - grace:
-            continue  # just claimed; about to take the lease
         with transaction.atomic():
             ended = ChangeRequest.objects.filter(pk=change.pk, status=ChangeStatus.RUNNING).update(
                 status=ChangeStatus.INTERRUPTED,
-                status_reason="the worker stopped renewing its lease (killed or partitioned)",
+                status_reason="the worker's heartbeat stopped (killed or partitioned)",
                 finished_at=now,
             )
             if not ended:
                 continue
-            HostLease.objects.filter(host=change.host_id, holder=change.pk).update(
-                holder=None, expires_at=None
-            )
+            released = leases.lease_free(change=change)
             audit.record(
                 action="change.interrupted",
                 target=change,
                 host=change.host,
                 snapshot=change.snapshot,
                 correlation_id=change.correlation_id,
-                data={"lease_released": held},
+                data={"lease_released": released},
             )
         recovered.append(change.pk)
     return recovered
+
+
+def _longest_command() -> float:
+    return float(max(settings.JOB_COMMAND_TIMEOUT_SECONDS, settings.SSH_COMMAND_TIMEOUT))

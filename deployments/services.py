@@ -13,27 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from controlplane.accounts.roles import APPROVER, OPERATOR, has_role
 from controlplane.audit import context as audit_context
+from controlplane.audit import reasons
 from controlplane.audit import services as audit
+from hosts import commands
 from hosts import services as host_services
 from hosts.choices import HostKeyStatus
 from hosts.models import StateSnapshot
-from hosts.state import fingerprint_drift
+from hosts.state import HostState, fingerprint_drift
 
-from . import preflight, units
+from . import engine_flags, policy, preflight, revisions
 from .choices import (
     ACTIVE_JOB_STATUSES,
-    REVISION_KINDS,
+    SERVING_KINDS,
     ApprovalDecision,
     ChangeKind,
     ChangeStatus,
 )
-from .models import Approval, ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
+from .models import Approval, ChangeRequest, Deployment, ModelArtifact
 
 
 class ChangeRefused(Exception):
@@ -55,98 +57,6 @@ def _canonical_digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# --- revisions ---------------------------------------------------------------------------------
-
-
-def _unit_spec(
-    deployment: Deployment,
-    *,
-    model: ModelArtifact,
-    tensor_parallel_size: int,
-    max_model_len: int,
-    extra_args: list[str],
-    number: int,
-) -> units.UnitSpec:
-    return units.UnitSpec(
-        unit=deployment.unit,
-        engine=model.engine,
-        engine_binary=deployment.engine_binary,
-        model_path=model.path,
-        served_name=model.served_name,
-        tensor_parallel_size=tensor_parallel_size,
-        max_model_len=max_model_len,
-        port=deployment.port,
-        extra_args=tuple(extra_args),
-        revision=number,
-    )
-
-
-def revision_create(
-    *,
-    deployment: Deployment,
-    model: ModelArtifact,
-    tensor_parallel_size: int,
-    max_model_len: int,
-    extra_args: list[str],
-    created_by: str,
-    change: ChangeRequest | None = None,
-) -> DeploymentRevision:
-    number = (deployment.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
-    text = units.render_unit(
-        _unit_spec(
-            deployment,
-            model=model,
-            tensor_parallel_size=tensor_parallel_size,
-            max_model_len=max_model_len,
-            extra_args=extra_args,
-            number=number,
-        )
-    )
-    revision = DeploymentRevision(
-        deployment=deployment,
-        number=number,
-        model=model,
-        engine_binary=deployment.engine_binary,
-        tensor_parallel_size=tensor_parallel_size,
-        max_model_len=max_model_len,
-        port=deployment.port,
-        extra_args=list(extra_args),
-        unit_text=text,
-        unit_sha256=units.unit_sha256(text),
-        created_by=created_by,
-        created_from_change=change,
-    )
-    revision.full_clean()
-    revision.save()
-    return revision
-
-
-def deployment_current_revision(deployment: Deployment) -> DeploymentRevision:
-    """The revision believed to be deployed; the first time, adopt the deployment as revision 1."""
-    if deployment.current_revision_id:
-        assert deployment.current_revision is not None
-        return deployment.current_revision
-    revision = revision_create(
-        deployment=deployment,
-        model=deployment.model,
-        tensor_parallel_size=deployment.tensor_parallel_size,
-        max_model_len=deployment.max_model_len,
-        extra_args=list(deployment.extra_args),
-        created_by="system:adopted",
-    )
-    Deployment.objects.filter(pk=deployment.pk).update(current_revision=revision)
-    deployment.current_revision = revision
-    return revision
-
-
-def rollback_target(deployment: Deployment) -> DeploymentRevision | None:
-    """The revision that was live before the current one."""
-    current = deployment.current_revision
-    if current is None or current.created_from_change is None:
-        return None
-    return current.created_from_change.from_revision
-
-
 # --- pre-flight ----------------------------------------------------------------------------------
 
 
@@ -161,16 +71,13 @@ class Preflight:
 
 
 def change_preflight(
-    *,
-    deployment: Deployment,
-    kind: str,
-    snapshot: StateSnapshot,
-    model: ModelArtifact | None = None,
-    tensor_parallel_size: int | None = None,
-    extra_args: list[str] | None = None,
+    *, deployment: Deployment, target: revisions.ChangeTarget, snapshot: StateSnapshot
 ) -> Preflight:
+    """What the snapshot says about carrying out `target`: trust, one job per host, fit at the
+    parallelism the target unit will run, and requests in flight."""
     result = Preflight()
     host = deployment.host
+    kind = target.kind
     if host.host_key_status != HostKeyStatus.PINNED:
         result.problems.append("the host key is not pinned: every command to this host is blocked")
     result.active_job = ChangeRequest.objects.filter(
@@ -181,19 +88,13 @@ def change_preflight(
             f"change #{result.active_job.pk} is {result.active_job.status} on {host.name}; "
             "one job per host at a time"
         )
-    if kind in REVISION_KINDS or kind == ChangeKind.START:
-        target_model = model or deployment.model
-        result.fit = preflight.model_fits(
-            parsed=snapshot.parsed,
-            weights_gib=target_model.weights_gib,
-            tensor_parallel_size=tensor_parallel_size or deployment.tensor_parallel_size,
-            extra_args=extra_args if extra_args is not None else list(deployment.extra_args),
-            kv_reserve_gib=settings.KV_CACHE_RESERVE_GIB,
-        )
+    state = snapshot.state()
+    if kind in SERVING_KINDS:
+        result.fit = fit_check(deployment=deployment, target=target, state=state)
         if not result.fit.fits:
-            result.problems.append(f"{target_model} {result.fit.message}")
+            result.problems.append(f"{target.model} {result.fit.message}")
     if kind != ChangeKind.START:
-        result.inflight = preflight.inflight_requests(snapshot.parsed, deployment.unit)
+        result.inflight = preflight.inflight_requests(state, deployment.unit)
         if result.inflight:
             result.busy = True
             result.warnings.append(
@@ -202,12 +103,58 @@ def change_preflight(
     return result
 
 
+def fit_check(
+    *, deployment: Deployment, target: revisions.ChangeTarget, state: HostState
+) -> preflight.FitCheck:
+    return preflight.model_fits(
+        state=state,
+        weights_gib=target.model.weights_gib,
+        plan=target.plan,
+        unit=deployment.unit,
+        kv_reserve_gib=settings.KV_CACHE_RESERVE_GIB,
+    )
+
+
 # --- requesting --------------------------------------------------------------------------------
 
 
 def _require_role(user: Any, role: str, action: str) -> None:
     if not has_role(user, role):
         raise ChangeRefused(f"{action} needs the {role} role", code="forbidden")
+
+
+def _require_reason(reason: str, what: str, *, minimum: int = 1) -> str:
+    try:
+        return reasons.validate_reason(reason, what=what, minimum=minimum)
+    except ValidationError as exc:
+        raise ChangeRefused(exc.messages[0]) from exc
+
+
+def change_target_for(
+    *,
+    deployment: Deployment,
+    kind: str,
+    model: ModelArtifact | None = None,
+    tensor_parallel_size: int | None = None,
+    max_model_len: int | None = None,
+    extra_args: list[str] | None = None,
+) -> revisions.ChangeTarget:
+    """What the change would serve, or a refusal naming the argument at fault."""
+    try:
+        return revisions.change_target(
+            deployment=deployment,
+            kind=kind,
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            extra_args=extra_args,
+        )
+    except engine_flags.EngineArgRefused as exc:
+        raise ChangeRefused(f"extra arguments: {exc}") from exc
+    except revisions.NoRollbackTarget as exc:
+        raise ChangeRefused(str(exc)) from exc
+    except commands.UnsafeCommand as exc:  # a stored row that bypassed validation
+        raise ChangeRefused(f"the deployment's stored fields cannot be rendered: {exc}") from exc
 
 
 def change_request_create(
@@ -227,9 +174,7 @@ def change_request_create(
     _require_role(user, OPERATOR, "Requesting a change")
     if kind not in ChangeKind.values:
         raise ChangeRefused(f"unknown change kind {kind!r}")
-    reason = (reason or "").strip()
-    if not reason:
-        raise ChangeRefused("a reason is required")
+    reason = _require_reason(reason, "a change request")
     if kind == ChangeKind.MODEL_SWAP and (model is None or model.pk == deployment.model_id):
         raise ChangeRefused("a model swap needs a different model from the catalog")
     host = deployment.host
@@ -243,18 +188,15 @@ def change_request_create(
             .select_related("host", "model")
             .get(pk=deployment.pk)
         )
-        current = deployment_current_revision(deployment)
-        target_model = model or current.model
-        tp = tensor_parallel_size or current.tensor_parallel_size
-        args = list(current.extra_args) if extra_args is None else list(extra_args)
-        checks = change_preflight(
+        target = change_target_for(
             deployment=deployment,
             kind=kind,
-            snapshot=snapshot,
-            model=target_model,
-            tensor_parallel_size=tp,
-            extra_args=args,
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            extra_args=extra_args,
         )
+        checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
         if checks.problems:
             raise ChangeRefused("; ".join(checks.problems), code="conflict")
         if checks.busy and not acknowledge_busy:
@@ -263,26 +205,27 @@ def change_request_create(
                 code="conflict",
                 needs_acknowledgement=True,
             )
+        because = policy.approval_reasons(
+            kind=kind,
+            current_unit_text=target.current.unit_text,
+            target_unit_text=target.unit_text if target.writes_unit else None,
+        )
         change = ChangeRequest(
             host=host,
             deployment=deployment,
             kind=kind,
             snapshot=snapshot,
-            from_revision=current,
+            from_revision=target.current,
+            target_revision=target.revision,
             reason=reason[:2000],
             requested_by=user,
             requested_by_name=user.get_username(),
-            needs_approval=kind in settings.APPROVAL_REQUIRED_KINDS,
+            needs_approval=bool(because),
             busy_acknowledged=bool(checks.busy and acknowledge_busy),
-            params={"benchmark": bool(benchmark)},
+            params={"benchmark": bool(benchmark), "approval_because": because},
             correlation_id=audit_context.current().correlation_id
             or audit_context.new_correlation_id(),
         )
-        if kind == ChangeKind.ROLLBACK:
-            target = rollback_target(deployment)
-            if target is None:
-                raise ChangeRefused("there is no earlier revision to roll back to")
-            change.target_revision = target
         change.params_digest = ""
         change.status = (
             ChangeStatus.PENDING_APPROVAL if change.needs_approval else ChangeStatus.QUEUED
@@ -294,13 +237,12 @@ def change_request_create(
             raise ChangeRefused(
                 f"another job is queued or running on {host.name}", code="conflict"
             ) from exc
-        if kind in {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP}:
-            change.target_revision = revision_create(
+        if target.content is not None:
+            assert target.number is not None
+            change.target_revision = revisions.revision_create(
                 deployment=deployment,
-                model=target_model,
-                tensor_parallel_size=tp,
-                max_model_len=max_model_len or current.max_model_len,
-                extra_args=args,
+                content=target.content,
+                number=target.number,
                 created_by=user.get_username(),
                 change=change,
             )
@@ -317,10 +259,11 @@ def change_request_create(
                 "kind": kind,
                 "deployment": deployment.unit,
                 "reason": change.reason,
-                "from_revision": current.number,
+                "from_revision": target.current.number,
                 "target_revision": getattr(change.target_revision, "number", None),
-                "target_model": str(target_model),
+                "target_model": str(target.model),
                 "needs_approval": change.needs_approval,
+                "approval_because": because,
                 "snapshot_age_seconds": round(age, 3),
                 "fit": getattr(checks.fit, "message", None),
                 "inflight": checks.inflight,
@@ -385,6 +328,7 @@ def change_request_approve(
         raise ChangeRefused(
             "the two-person rule: you cannot approve your own request", code="forbidden"
         )
+    reason = _require_reason(reason, "an approval")
     return _grant(
         change=change, user=approver, snapshot=snapshot, reason=reason,
         decision=ApprovalDecision.APPROVED, action="change.approved", when="approval",
@@ -466,8 +410,7 @@ def _grant(
 
 def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) -> ChangeRequest:
     _require_role(approver, APPROVER, "Rejecting a change")
-    if not (reason or "").strip():
-        raise ChangeRefused("a rejection needs a reason")
+    reason = _require_reason(reason, "a rejection")
     with transaction.atomic():
         change = _lock_open(change, ChangeStatus.PENDING_APPROVAL)
         now = timezone.now()
@@ -502,8 +445,7 @@ def change_request_break_glass(
     """The only way past the two-person rule: an admin, a written reason, a red audit event."""
     if not getattr(admin, "is_superuser", False):
         raise ChangeRefused("break-glass needs an administrator", code="forbidden")
-    if len((reason or "").strip()) < 10:
-        raise ChangeRefused("break-glass needs a written reason (at least 10 characters)")
+    reason = _require_reason(reason, "break-glass", minimum=10)
     return _grant(
         change=change, user=admin, snapshot=snapshot, reason=reason,
         decision=ApprovalDecision.BREAK_GLASS, action="change.break_glass", when="break-glass",

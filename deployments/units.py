@@ -23,6 +23,7 @@ class UnitSpec:
     tensor_parallel_size: int
     max_model_len: int
     port: int
+    bind_address: str
     extra_args: tuple[str, ...]
     revision: int
 
@@ -31,6 +32,7 @@ def exec_start(spec: UnitSpec) -> str:
     commands.check_path(spec.engine_binary)
     commands.check_path(spec.model_path)
     commands.check_port(spec.port)
+    commands.check_address(spec.bind_address)
     if spec.engine == "sglang":
         argv = [
             spec.engine_binary, "-m", "sglang.launch_server",
@@ -39,6 +41,7 @@ def exec_start(spec: UnitSpec) -> str:
             "--tp-size", str(spec.tensor_parallel_size),
             "--context-length", str(spec.max_model_len),
             "--port", str(spec.port),
+            "--host", spec.bind_address,
         ]  # fmt: skip
     else:
         argv = [
@@ -47,6 +50,7 @@ def exec_start(spec: UnitSpec) -> str:
             "--tensor-parallel-size", str(spec.tensor_parallel_size),
             "--max-model-len", str(spec.max_model_len),
             "--port", str(spec.port),
+            "--host", spec.bind_address,
         ]  # fmt: skip
     return shlex.join([*argv, *spec.extra_args])
 

@@ -19,7 +19,7 @@ from hosts import selectors as host_selectors
 from hosts import services as host_services
 from hosts.models import StateSnapshot
 
-from . import selectors, services
+from . import policy, selectors, services
 from .choices import FINAL_STATUSES, ChangeKind, ChangeStatus
 from .forms import ChangeRequestForm, DecisionForm
 from .models import ChangeRequest, Deployment, ModelArtifact
@@ -58,14 +58,31 @@ def _form_context(
             }
         )
     preflight = None
-    if snapshot is not None:
-        model = None
-        if kind == ChangeKind.MODEL_SWAP:
-            model_id = form.data.get("model") if form.is_bound else None
-            model = ModelArtifact.objects.filter(pk=model_id).first() if model_id else None
-        preflight = services.change_preflight(
-            deployment=deployment, kind=kind, snapshot=snapshot, model=model
+    target = None
+    target_error = None
+    model = None
+    if kind == ChangeKind.MODEL_SWAP:
+        model_id = form.data.get("model") if form.is_bound else None
+        model = ModelArtifact.objects.filter(pk=model_id).first() if model_id else None
+    try:
+        target = services.change_target_for(
+            deployment=deployment, kind=kind, model=model or deployment.model
         )
+    except services.ChangeRefused as exc:
+        target_error = exc.message
+    if snapshot is not None and target is not None:
+        preflight = services.change_preflight(
+            deployment=deployment, target=target, snapshot=snapshot
+        )
+    because = (
+        policy.approval_reasons(
+            kind=kind,
+            current_unit_text=target.current.unit_text,
+            target_unit_text=target.unit_text if target.writes_unit else None,
+        )
+        if target is not None
+        else []
+    )
     context.update(
         deployment=deployment,
         host=deployment.host,
@@ -73,10 +90,11 @@ def _form_context(
         kind_label=ChangeKind(kind).label,
         form=form,
         preflight=preflight,
-        needs_approval=kind in settings.APPROVAL_REQUIRED_KINDS,
-        rollback_target=services.rollback_target(deployment)
-        if kind == ChangeKind.ROLLBACK
-        else None,
+        needs_approval=bool(because),
+        approval_because=because,
+        target=target,
+        target_error=target_error,
+        rollback_target=target.revision if target is not None else None,
         models=ModelArtifact.objects.all(),
     )
     return context

@@ -11,6 +11,7 @@ parser can split the output and read each section's exit status:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Sequence
@@ -35,7 +36,7 @@ GPU_FIELDS = (
     "utilization.gpu",
     "temperature.gpu",
 )
-COMPUTE_APP_FIELDS = ("pid", "process_name", "used_memory")
+COMPUTE_APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 UNIT_PROPERTIES = (
     "Id",
     "LoadState",
@@ -113,6 +114,14 @@ def check_port(port: int) -> int:
     return port
 
 
+def check_address(address: str) -> str:
+    try:
+        ipaddress.ip_address(address)
+    except (TypeError, ValueError) as exc:
+        raise UnsafeCommand(f"refusing to send address {address!r}") from exc
+    return address
+
+
 def join(argv: Sequence[str | int]) -> str:
     return " ".join(shlex.quote(str(a)) for a in argv)
 
@@ -153,6 +162,11 @@ def compute_apps_query() -> list[str]:
     ]
 
 
+def process_units() -> list[str]:
+    """Every process with the systemd unit or scope it runs in: who owns each GPU process."""
+    return ["ps", "-e", "-o", "pid=,unit="]
+
+
 def http_get(port: int, path: str) -> list[str]:
     if path not in {"/health", "/v1/models", "/metrics"}:
         raise UnsafeCommand(f"refusing to fetch {path!r}")
@@ -182,6 +196,7 @@ def probe_sections(spec: ProbeSpec) -> list[tuple[str, list[str]]]:
     sections: list[tuple[str, list[str]]] = [
         ("gpus", gpu_query()),
         ("compute_apps", compute_apps_query()),
+        ("processes", process_units()),
     ]
     for server in spec.servers:
         unit = server.unit
@@ -234,13 +249,13 @@ def unit_journal(unit: str, lines: int = 50) -> list[str]:
     return ["journalctl", "-u", check_unit(unit), "-n", str(int(lines)), "--no-pager", "-o", "cat"]
 
 
-def completion_request(port: int, body_json: str) -> list[str]:
+def completion_request(port: int, body_json: str, *, max_seconds: int = 55) -> list[str]:
     """POST a completion; the body is JSON built by the caller with json.dumps."""
     return [
         "curl",
         "-sS",
         "-m",
-        "120",
+        str(int(max_seconds)),
         "-w",
         f"\\n{HTTP_MARK}%{{http_code}}\\n",
         "-H",

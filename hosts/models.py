@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from . import crypto, validators
 from .choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
+from .state import HostState, material_fingerprint
 
 
 class Credential(models.Model):
@@ -166,7 +167,9 @@ class StateSnapshot(models.Model):
     def age_seconds(self, now: dt.datetime | None = None) -> float:
         return max(0.0, ((now or timezone.now()) - self.taken_at).total_seconds())
 
-    def material_fingerprint(self) -> dict[str, Any]:
-        from .state import material_fingerprint
+    def state(self) -> HostState:
+        """The parsed state as the parsers produced it: the one way to read a snapshot."""
+        return HostState.from_json(self.parsed)
 
+    def material_fingerprint(self) -> dict[str, Any]:
         return material_fingerprint(self.parsed)

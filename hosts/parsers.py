@@ -37,6 +37,7 @@ __all__ = [
     "parse_integrity",
     "parse_models_json",
     "parse_probe",
+    "parse_process_units",
     "parse_sha256sum",
     "parse_systemctl_show",
     "parse_vllm_metrics",
@@ -270,28 +271,59 @@ def parse_gpu_csv(
 
 
 def parse_compute_apps(text: str, *, problems: list[str] | None = None) -> list[ComputeApp]:
-    """Rows of `nvidia-smi --query-compute-apps=pid,process_name,used_memory` (the order of
-    commands.COMPUTE_APP_FIELDS).
+    """Rows of `nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid` (the
+    order of commands.COMPUTE_APP_FIELDS; rows without the GPU's UUID are read too).
 
     Empty output, `No running processes found` and `No devices were found` mean no processes.
-    A process name may contain commas, so the name is everything between the first and the
-    last column. `problems` works as in `parse_gpu_csv`.
+    A process name may contain commas, so the name is everything between the first column and
+    the memory column. `problems` works as in `parse_gpu_csv`.
     """
     if text.strip() in {"", _NO_PROCESSES, _NO_DEVICES}:
         return []
 
     def row(line: str, position: int) -> ComputeApp:
         pid, _, rest = line.partition(",")
+        uuid: str | None = None
+        head, comma, last = rest.rpartition(",")
+        before_last = head.rpartition(",")[2].strip()
+        looks_like_memory = _is_unavailable(before_last) or before_last.endswith("MiB")
+        if "," in head and (
+            last.strip().startswith("GPU-") or (_is_unavailable(last.strip()) and looks_like_memory)
+        ):  # the last column is the GPU's UUID, the one before it the memory
+            uuid = None if _is_unavailable(last.strip()) else last.strip()
+            rest = head
         name, comma, memory = rest.rpartition(",")
         if not comma:
-            raise ParseError(f"expected 3 columns: {_excerpt(line, 120)!r}")
+            raise ParseError(f"expected 4 columns: {_excerpt(line, 120)!r}")
         if not _DIGITS_RE.fullmatch(pid.strip()):
             raise ParseError(f"not a process id: {pid.strip()!r}")
         used = _number(memory.strip(), "MiB")
-        return ComputeApp(int(pid), name.strip(), None if used is None else round(used))
+        return ComputeApp(int(pid), name.strip(), None if used is None else round(used), uuid)
 
     apps: list[ComputeApp] = _smi_rows(text, row, problems)
     return apps
+
+
+_PS_LINE_RE = re.compile(r"\s*(\d+)\s+(\S+)\s*")
+
+
+def parse_process_units(text: str) -> dict[int, str | None]:
+    """`ps -e -o pid=,unit=`: each process id with its systemd unit or scope (`-`: none).
+
+    A line that is not `PID UNIT` means ps did not understand the request (no systemd support,
+    a BusyBox ps): that raises, since owners that cannot be read must not look like "none".
+    """
+    units: dict[int, str | None] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        match = _PS_LINE_RE.fullmatch(line)
+        if match is None:
+            raise ParseError(f"line {number}: not `PID UNIT`: {_excerpt(line, 120)!r}")
+        units[int(match.group(1))] = None if match.group(2) == "-" else match.group(2)
+    if not units:
+        raise ParseError("ps printed nothing")
+    return units
 
 
 # --- systemd, sha256sum --------------------------------------------------------------------
@@ -604,6 +636,19 @@ def _parse_smi(
     return rows or []
 
 
+def _assign_owners(out: _Collector, apps: list[ComputeApp]) -> None:
+    """Name the unit each GPU process runs in, from the `processes` section."""
+    section = out.take("processes")
+    if section is None:
+        return
+    before = len(out.problems)
+    owners = out.attempt(section.name, lambda: parse_process_units(section.output))
+    out.check_exit(section, "ps", before)
+    if owners:
+        for app in apps:
+            app.unit = owners.get(app.pid)
+
+
 def _parse_unit(out: _Collector, unit: str) -> UnitState:
     section = out.take(f"unit:{unit}")
     if section is None:
@@ -703,6 +748,7 @@ def parse_probe(
     state = HostState()
     state.gpus = _parse_smi(out, "gpus", parse_gpu_csv, benign_exit=6)
     state.compute_apps = _parse_smi(out, "compute_apps", parse_compute_apps, benign_exit=6)
+    _assign_owners(out, state.compute_apps)
     checked = _integrity_units(integrity, units)
     for unit in units:
         state.deployments[unit] = DeploymentState(

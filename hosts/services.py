@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.audit import context as audit_context
+from controlplane.audit import reasons
 from controlplane.audit import services as audit
 
 from . import commands, signals
@@ -57,11 +59,13 @@ def host_create(
 
 
 @transaction.atomic
-def host_key_accept(*, host: Host, key: str, actor: Any, reason: str = "") -> Host:
+def host_key_accept(*, host: Host, key: str, actor: Any, reason: str) -> Host:
     """Pin `key` as the host's SSH key. Only the key the host actually presented may be accepted
-    from the UI; the command line may pin a key it just fetched itself."""
+    from the UI; the command line may pin a key it just fetched itself. The reason must be words
+    (ValidationError otherwise)."""
     import asyncssh
 
+    reason = reasons.validate_reason(reason, what="accepting a host key")
     key = key.strip()
     parsed = asyncssh.import_public_key(key)  # raises on garbage
     key_text = parsed.export_public_key("openssh").decode().strip()
@@ -124,11 +128,18 @@ def _blocked_outcome(host: Host) -> ProbeOutcome | None:
 
 
 def hosts_probe(
-    *, hosts: list[Host], trigger: str, integrity: bool | None = None
+    *,
+    hosts: list[Host],
+    trigger: str,
+    integrity: bool | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    heartbeat_every: float = 10.0,
 ) -> list[StateSnapshot]:
     """Probe hosts concurrently over (reused) SSH connections and store one snapshot each.
 
     `integrity=None` runs the engine integrity check only on hosts whose interval has passed.
+    `heartbeat` is called every `heartbeat_every` seconds while the probes run (a change job
+    keeping its lease).
     """
     now = timezone.now()
     jobs: list[tuple[SSHTarget, commands.ProbeSpec]] = []
@@ -156,7 +167,9 @@ def hosts_probe(
                 concurrency=settings.PROBE_CONCURRENCY,
                 connect_timeout=settings.SSH_CONNECT_TIMEOUT,
                 command_timeout=settings.SSH_COMMAND_TIMEOUT,
-            )
+            ),
+            heartbeat=heartbeat,
+            every=heartbeat_every,
         )
     items = []
     for host, check, blocked, index in plan:
@@ -166,8 +179,21 @@ def hosts_probe(
     return snapshots_record(items=items, trigger=trigger)
 
 
-def host_probe(*, host: Host, trigger: str, integrity: bool | None = None) -> StateSnapshot:
-    return hosts_probe(hosts=[host], trigger=trigger, integrity=integrity)[0]
+def host_probe(
+    *,
+    host: Host,
+    trigger: str,
+    integrity: bool | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    heartbeat_every: float = 10.0,
+) -> StateSnapshot:
+    return hosts_probe(
+        hosts=[host],
+        trigger=trigger,
+        integrity=integrity,
+        heartbeat=heartbeat,
+        heartbeat_every=heartbeat_every,
+    )[0]
 
 
 def hosts_claim_due_for_probe(now: datetime | None = None) -> list[Host]:
@@ -390,12 +416,19 @@ def snapshot_require_fresh(
 
 
 def host_run(
-    *, host: Host, argv: list[str], stdin: str | None = None, timeout: float | None = None
+    *,
+    host: Host,
+    argv: list[str],
+    stdin: str | None = None,
+    timeout: float | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    heartbeat_every: float = 10.0,
 ) -> CommandResult:
     """Run one command built by hosts.commands on a host whose key is pinned.
 
     Raises SSHFailure when the host cannot be reached or is not trusted; a non-zero exit is a
-    normal result for the caller to judge.
+    normal result for the caller to judge. `heartbeat` is called every `heartbeat_every`
+    seconds while the command runs; if it raises, the command is cancelled.
     """
     fresh = Host.objects.select_related("credential").get(pk=host.pk)
     if fresh.host_key_status != HostKeyStatus.PINNED:
@@ -410,7 +443,9 @@ def host_run(
             connect_timeout=settings.SSH_CONNECT_TIMEOUT,
             command_timeout=timeout or settings.SSH_COMMAND_TIMEOUT,
             stdin=stdin,
-        )
+        ),
+        heartbeat=heartbeat,
+        every=heartbeat_every,
     )
 
 

@@ -8,10 +8,11 @@ the next instead of paying for a key exchange each time.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -148,6 +149,9 @@ class ConnectionPool:
             except TimeoutError as exc:
                 self._drop(target)  # a hung channel may leave the connection unusable
                 raise SSHFailure("error", f"command timed out after {command_timeout:g} s") from exc
+            except asyncio.CancelledError:
+                self._drop(target)  # closing the connection ends the remote command's channel
+                raise
             except (
                 asyncssh.ChannelOpenError,
                 asyncssh.ConnectionLost,
@@ -200,9 +204,34 @@ class SSHLoop:
                 self.pool = ConnectionPool()
             return self._loop
 
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    def call(
+        self,
+        coro: Coroutine[Any, Any, T],
+        timeout: float | None = None,
+        *,
+        heartbeat: Callable[[], None] | None = None,
+        every: float = 10.0,
+    ) -> T:
+        """Run `coro` on the SSH loop and wait for it. With `heartbeat`, call it every `every`
+        seconds while waiting (a job renewing its lease while its command runs); if it raises,
+        the command is cancelled and the error propagates."""
         future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
-        return future.result(timeout)
+        if heartbeat is None:
+            return future.result(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = every if deadline is None else max(0.0, min(every, deadline - time.monotonic()))
+            try:
+                return future.result(wait)
+            except concurrent.futures.TimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    future.cancel()
+                    raise
+            try:
+                heartbeat()
+            except BaseException:
+                future.cancel()
+                raise
 
     def close(self) -> None:
         if self._loop is not None:

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _known(cls: type[T], data: object) -> dict[str, Any]:
+    """The keys of a stored dict that `cls` has fields for; older snapshots lack newer ones."""
+    if not isinstance(data, dict):
+        return {}
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return {k: v for k, v in data.items() if k in names}
 
 
 @dataclass
@@ -26,9 +36,13 @@ class GpuState:
 
 @dataclass
 class ComputeApp:
+    """A process holding GPU memory, and the systemd unit (or scope) it runs in."""
+
     pid: int
     process_name: str
     used_memory_mib: int | None = None
+    gpu_uuid: str | None = None
+    unit: str | None = None  # from `ps -o unit`; None when ps could not tell
 
 
 @dataclass
@@ -100,6 +114,70 @@ class HostState:
     def to_json(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
 
+    @classmethod
+    def from_json(cls, data: object) -> HostState:
+        """The dataclasses back from a snapshot's stored `parsed` JSON (tolerant of old rows)."""
+        raw = data if isinstance(data, dict) else {}
+        deployments = {}
+        for unit, dep in (raw.get("deployments") or {}).items():
+            dep = dep if isinstance(dep, dict) else {}
+            integrity = dep.get("integrity")
+            deployments[unit] = DeploymentState(
+                unit=UnitState(**{"unit": unit, **_known(UnitState, dep.get("unit"))}),
+                unit_file_sha256=dep.get("unit_file_sha256"),
+                server=ServerState(**_known(ServerState, dep.get("server"))),
+                integrity=IntegrityReport(**_known(IntegrityReport, integrity))
+                if isinstance(integrity, dict)
+                else None,
+            )
+        return cls(
+            gpus=[GpuState(**_known(GpuState, g)) for g in raw.get("gpus") or [] if g],
+            compute_apps=[
+                ComputeApp(**_known(ComputeApp, a)) for a in raw.get("compute_apps") or [] if a
+            ],
+            deployments=deployments,
+            problems=[Problem(**_known(Problem, p)) for p in raw.get("problems") or [] if p],
+        )
+
+    # --- the questions callers ask -----------------------------------------------------
+
+    def server(self, unit: str) -> ServerState:
+        dep = self.deployments.get(unit)
+        return dep.server if dep is not None else ServerState()
+
+    def unit_state(self, unit: str) -> UnitState:
+        dep = self.deployments.get(unit)
+        return dep.unit if dep is not None else UnitState(unit=unit)
+
+    def served_models(self, unit: str) -> list[str]:
+        return list(self.server(unit).models)
+
+    def inflight(self, unit: str) -> float | None:
+        """Requests running plus waiting on the unit's server; None when it did not say."""
+        server = self.server(unit)
+        if server.requests_running is None and server.requests_waiting is None:
+            return None
+        return float(server.requests_running or 0) + float(server.requests_waiting or 0)
+
+    def gpu_index_by_uuid(self) -> dict[str, int]:
+        return {g.uuid: g.index for g in self.gpus if g.uuid}
+
+    def foreign_processes(self, unit: str) -> dict[int, list[ComputeApp]]:
+        """Per GPU index, the processes holding memory there that do not belong to `unit`.
+
+        A process whose unit is unknown counts as foreign; one whose GPU is unknown counts on
+        every GPU. Both err towards "it may not fit".
+        """
+        by_uuid = self.gpu_index_by_uuid()
+        foreign: dict[int, list[ComputeApp]] = {g.index: [] for g in self.gpus}
+        for app in self.compute_apps:
+            if app.unit == unit:
+                continue
+            index = by_uuid.get(app.gpu_uuid or "")
+            for gpu in foreign if index is None else [index]:
+                foreign.setdefault(gpu, []).append(app)
+        return foreign
+
 
 def canonical_digest(parsed: dict[str, Any]) -> str:
     text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -110,9 +188,15 @@ def material_fingerprint(parsed: dict[str, Any]) -> dict[str, Any]:
     """The facts whose change makes an earlier decision unsafe to act on.
 
     GPU memory and power move all the time and are left out; a different process, model,
-    unit file or GPU count is a different host as far as a change request is concerned.
+    unit file or GPU count is a different host as far as a change request is concerned. So is a
+    process on the GPUs that was not there before, whichever unit or session it runs in.
     """
     fingerprint: dict[str, Any] = {"gpu_count": len(parsed.get("gpus") or [])}
+    owners: dict[str, list[int]] = {}
+    for app in parsed.get("compute_apps") or []:
+        owners.setdefault(app.get("unit") or "unknown unit", []).append(app.get("pid"))
+    for owner, pids in sorted(owners.items()):
+        fingerprint[f"gpu processes of {owner}"] = sorted(set(pids))
     for unit, dep in sorted((parsed.get("deployments") or {}).items()):
         unit_state = dep.get("unit") or {}
         server = dep.get("server") or {}

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -128,12 +128,16 @@ def accept_host_key(request: HttpRequest, name: str) -> HttpResponse:
             request, "The presented key changed since the page was loaded; review it again."
         )
         return redirect("hosts:detail", name=host.name)
-    services.host_key_accept(
-        host=host,
-        key=host.presented_host_key,
-        actor=request.user,
-        reason=request.POST.get("reason", "")[:500],
-    )
+    try:
+        services.host_key_accept(
+            host=host,
+            key=host.presented_host_key,
+            actor=request.user,
+            reason=request.POST.get("reason", ""),
+        )
+    except ValidationError as exc:
+        messages.error(request, exc.messages[0])
+        return redirect("hosts:detail", name=host.name)
     messages.success(request, f"Pinned host key {presented} for {host.name}.")
     return redirect("hosts:detail", name=host.name)
 

@@ -218,7 +218,15 @@ def test_a_redeploy_with_new_engine_arguments(api_for, operator, deployment):
     assert target["extra_args"] == ["--enforce-eager", "--gpu-memory-utilization=0.95"]
     assert target["max_model_len"] == 131072
     assert "--enforce-eager" in target["unit_text"]
-    assert response.json()["params"] == {"benchmark": True}
+    # A longer context and a new memory share change what serves: a second person decides.
+    assert response.json()["params"] == {
+        "benchmark": True,
+        "approval_because": [
+            "max model length: 262144 → 131072 (changes the memory needed and what serves)",
+            "GPU memory share: unset → 0.95 (changes the memory needed)",
+        ],
+    }
+    assert response.json()["status"] == "pending_approval"
 
 
 BAD_INPUT = {
@@ -318,7 +326,9 @@ def test_approving_your_own_request_is_a_403_with_the_reason(
     created = create(client, deployment, snapshot, "model_swap", model_id=catalog["INT4"].pk)
     change_id = created.json()["id"]
     response = client.post(
-        f"{CHANGES}{change_id}/approve/", {"snapshot_id": snapshot.pk}, format="json"
+        f"{CHANGES}{change_id}/approve/",
+        {"snapshot_id": snapshot.pk, "reason": "fits"},
+        format="json",
     )
     assert response.status_code == 403
     assert refusal(response) == {
@@ -331,7 +341,9 @@ def test_approving_your_own_request_is_a_403_with_the_reason(
 @pytest.mark.parametrize("persona", ["viewer", "operator"])
 def test_only_approvers_approve(request, api_for, swap, persona):
     client = api_for(request.getfixturevalue(persona))
-    response = client.post(action(swap, "approve"), {"snapshot_id": swap.snapshot_id})
+    response = client.post(
+        action(swap, "approve"), {"snapshot_id": swap.snapshot_id, "reason": "fits"}
+    )
     assert response.status_code == 403
     assert refusal(response) == {
         "detail": "Approving a change needs the approver role",
@@ -341,7 +353,9 @@ def test_only_approvers_approve(request, api_for, swap, persona):
 
 def test_approving_on_a_stale_snapshot_is_a_409(api_for, approver, swap):
     old = f.make_snapshot(swap.host, age=400)
-    response = api_for(approver).post(action(swap, "approve"), {"snapshot_id": old.pk})
+    response = api_for(approver).post(
+        action(swap, "approve"), {"snapshot_id": old.pk, "reason": "fits"}
+    )
     assert response.status_code == 409
     body = refusal(response)
     assert body["code"] == "stale"
@@ -351,7 +365,9 @@ def test_approving_on_a_stale_snapshot_is_a_409(api_for, approver, swap):
 
 def test_approving_on_a_changed_host_marks_the_change_drifted(api_for, approver, swap):
     changed = f.make_snapshot(swap.host, parsed=f.parsed_state(main_pid=777))
-    response = api_for(approver).post(action(swap, "approve"), {"snapshot_id": changed.pk})
+    response = api_for(approver).post(
+        action(swap, "approve"), {"snapshot_id": changed.pk, "reason": "fits"}
+    )
     assert response.status_code == 409
     body = refusal(response)
     assert body["code"] == "drifted"
@@ -363,8 +379,13 @@ def test_approving_on_a_changed_host_marks_the_change_drifted(api_for, approver,
 def test_approving_twice_is_a_409(api_for, approver, swap):
     client = api_for(approver)
     reviewed = f.make_snapshot(swap.host)
-    assert client.post(action(swap, "approve"), {"snapshot_id": reviewed.pk}).status_code == 200
-    again = client.post(action(swap, "approve"), {"snapshot_id": reviewed.pk})
+    assert (
+        client.post(
+            action(swap, "approve"), {"snapshot_id": reviewed.pk, "reason": "fits"}
+        ).status_code
+        == 200
+    )
+    again = client.post(action(swap, "approve"), {"snapshot_id": reviewed.pk, "reason": "fits"})
     assert again.status_code == 409
     assert refusal(again)["code"] == "conflict"
 
@@ -447,7 +468,9 @@ def test_the_requester_cancels(api_for, operator, viewer, approver, swap):
 
 
 def test_one_change_with_its_steps_and_approvals(api_for, viewer, approver, swap):
-    api_for(approver).post(action(swap, "approve"), {"snapshot_id": swap.snapshot_id})
+    api_for(approver).post(
+        action(swap, "approve"), {"snapshot_id": swap.snapshot_id, "reason": "fits"}
+    )
     now = timezone.now()
     JobStep.objects.create(
         change=swap, seq=1, name="lease", status="succeeded", started_at=now, finished_at=now

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 
 import pytest
-from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
 from deployments import runner, services
@@ -149,24 +147,33 @@ def test_an_incoherent_model_is_rolled_back(make_fleet, celery_worker, operator,
 def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
     make_fleet, tmp_path, operator, transactional_db, settings
 ):
+    """Killed while it waits for the model to load: its heartbeat stops, and within one lease
+    recovery marks the job interrupted and frees the host (measured on the real clock)."""
     from tests.workers import private_worker
 
-    fleet = register(make_fleet(1, load_seconds=30))
+    lease = 20  # the shortest the settings allow with 5 s command timeouts
+    short = {"JOB_LEASE_SECONDS": str(lease), "JOB_COMMAND_TIMEOUT_SECONDS": "5"}
+    settings.JOB_LEASE_SECONDS = lease
+    fleet = register(make_fleet(1, load_seconds=60))
     deployment = fleet.deployments[0]
-    with private_worker(f"test-kill-{deployment.pk}", tmp_path / "worker.log") as worker:
+    log = tmp_path / "worker.log"
+    with private_worker(f"test-kill-{deployment.pk}", log, SSH_COMMAND_TIMEOUT="5", **short) as w:
         change = services.change_request_create(
             user=operator, deployment=deployment, kind="restart",
             snapshot=probe(deployment.host), reason="restart while loading",
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while not change.steps.filter(name__startswith="wait for /health").exists():
-            assert time.monotonic() < deadline, worker.output()
+            assert time.monotonic() < deadline, w.output()
             time.sleep(0.1)
-        worker.kill()
+        assert runner.recover_interrupted() == []  # alive: its heartbeat beats
+        w.kill()
+        killed = time.monotonic()
     change.refresh_from_db()
     assert change.status == ChangeStatus.RUNNING
-    later = timezone.now() + dt.timedelta(seconds=settings.JOB_LEASE_SECONDS + 1)
-    assert runner.recover_interrupted(now=later) == [change.pk]
+    while runner.recover_interrupted() != [change.pk]:
+        assert time.monotonic() - killed < lease + 2, "not recovered within one lease"
+        time.sleep(0.5)
     change.refresh_from_db()
     assert change.status == ChangeStatus.INTERRUPTED
     assert HostLease.objects.get(host=deployment.host).holder is None

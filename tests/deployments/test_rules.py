@@ -158,7 +158,10 @@ def test_a_requester_cannot_approve_their_own_request(deployment, host, catalog,
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
     with pytest.raises(services.ChangeRefused, match="two-person rule") as refused:
         services.change_request_approve(
-            change=change, approver=operator, snapshot=f.make_snapshot(host)
+            change=change,
+            approver=operator,
+            snapshot=f.make_snapshot(host),
+            reason="reviewed the snapshot",
         )
     assert refused.value.code == "forbidden"
     change.refresh_from_db()
@@ -169,7 +172,10 @@ def test_admins_are_held_to_the_two_person_rule_too(deployment, host, catalog, a
     change = swap(admin_user, deployment, f.make_snapshot(host), catalog["INT4"])
     with pytest.raises(services.ChangeRefused, match="two-person rule"):
         services.change_request_approve(
-            change=change, approver=admin_user, snapshot=f.make_snapshot(host)
+            change=change,
+            approver=admin_user,
+            snapshot=f.make_snapshot(host),
+            reason="reviewed the snapshot",
         )
 
 
@@ -177,7 +183,7 @@ def test_break_glass_lets_an_admin_past_with_a_reason_and_a_red_flag(
     deployment, host, catalog, admin_user, operator
 ):
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
-    with pytest.raises(services.ChangeRefused, match="written reason"):
+    with pytest.raises(services.ChangeRefused, match="at least 10 visible characters"):
         services.change_request_break_glass(
             change=change, admin=admin_user, snapshot=f.make_snapshot(host), reason="now"
         )
@@ -200,7 +206,10 @@ def test_approval_on_a_stale_snapshot_is_refused(operator, approver, deployment,
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
     with pytest.raises(services.ChangeRefused) as refused:
         services.change_request_approve(
-            change=change, approver=approver, snapshot=f.make_snapshot(host, age=400)
+            change=change,
+            approver=approver,
+            snapshot=f.make_snapshot(host, age=400),
+            reason="reviewed the snapshot",
         )
     assert refused.value.code == "stale"
     change.refresh_from_db()
@@ -212,7 +221,9 @@ def test_approval_on_a_snapshot_that_differs_marks_the_request_drifted(
 ):
     change = swap(operator, deployment, f.make_snapshot(host, age=20), catalog["INT4"])
     newer = f.make_snapshot(host, parsed=f.parsed_state(main_pid=777))
-    services.change_request_approve(change=change, approver=approver, snapshot=newer)
+    services.change_request_approve(
+        change=change, approver=approver, snapshot=newer, reason="reviewed the snapshot"
+    )
     change.refresh_from_db()
     assert change.status == ChangeStatus.DRIFTED
     assert {"field": f"{f.UNIT}.main_pid", "before": 41003, "after": 777} in change.drift_report
@@ -225,7 +236,10 @@ def test_a_later_probe_that_differs_voids_the_approval(
 ):
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
     services.change_request_approve(
-        change=change, approver=approver, snapshot=f.make_snapshot(host)
+        change=change,
+        approver=approver,
+        snapshot=f.make_snapshot(host),
+        reason="reviewed the snapshot",
     )
     outcome = ProbeOutcome(status="ok", duration_ms=50, parsed=f.parsed_state(main_pid=999))
     host_services.snapshot_record(host=host, outcome=outcome, trigger="schedule", integrity=False)
@@ -239,7 +253,7 @@ def test_rejection_needs_a_reason_and_ends_the_request(
     operator, approver, deployment, host, catalog
 ):
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
-    with pytest.raises(services.ChangeRefused, match="needs a reason"):
+    with pytest.raises(services.ChangeRefused, match="needs visible text"):
         services.change_request_reject(change=change, approver=approver, reason=" ")
     services.change_request_reject(change=change, approver=approver, reason="not during launch")
     change.refresh_from_db()
@@ -254,7 +268,10 @@ def test_an_expired_approval_stops_the_job_before_it_touches_the_host(
     settings.SNAPSHOT_MAX_AGE_SECONDS = 3600
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
     services.change_request_approve(
-        change=change, approver=approver, snapshot=f.make_snapshot(host)
+        change=change,
+        approver=approver,
+        snapshot=f.make_snapshot(host),
+        reason="reviewed the snapshot",
     )
     with time_machine.travel(dt.timedelta(seconds=120)):
         runner.change_execute(change_id=change.pk)
@@ -315,7 +332,7 @@ def test_a_superseded_lease_fences_off_the_old_holder(operator, deployment, host
     with time_machine.travel(dt.timedelta(seconds=settings.JOB_LEASE_SECONDS + 1)):
         other = runner.Job(change)
         other.take_lease()  # the lease expired, so a new holder takes it with a new token
-        assert other.token == job.token + 1
+        assert other.lease.token == job.lease.token + 1
         with pytest.raises(runner.LeaseLost):
             job.fence()
         other.fence()
@@ -337,7 +354,10 @@ def test_a_late_approval_counts_from_the_approvers_snapshot_at_execution(
     change = swap(operator, deployment, f.make_snapshot(host, age=1), catalog["INT4"])
     with time_machine.travel(dt.timedelta(seconds=250)):
         services.change_request_approve(
-            change=change, approver=approver, snapshot=f.make_snapshot(host, age=1)
+            change=change,
+            approver=approver,
+            snapshot=f.make_snapshot(host, age=1),
+            reason="reviewed the snapshot",
         )
     with time_machine.travel(dt.timedelta(seconds=310)):
         runner.change_execute(change_id=change.pk)

@@ -129,7 +129,10 @@ def test_an_approver_approves_on_the_snapshot_shown(
     client.force_login(approver)
     page = client.get(reverse("deployments:change", args=[change.pk])).content.decode()
     assert f'name="snapshot_id" value="{latest.pk}"' in page
-    client.post(reverse("deployments:approve", args=[change.pk]), {"snapshot_id": latest.pk})
+    client.post(
+        reverse("deployments:approve", args=[change.pk]),
+        {"snapshot_id": latest.pk, "reason": "fits"},
+    )
     change.refresh_from_db()
     assert change.status == ChangeStatus.QUEUED
     assert change.approvals.get().snapshot == latest

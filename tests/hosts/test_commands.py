@@ -103,7 +103,7 @@ def test_the_unit_file_exec_start_parses_back_to_the_same_arguments():
     spec = units.UnitSpec(
         unit="vllm-kimi-k25.service", engine="vllm", engine_binary="/opt/vllm/.venv/bin/vllm",
         model_path="/models/moonshotai/Kimi-K2.5-INT4", served_name="kimi-k2.5",
-        tensor_parallel_size=8, max_model_len=262144, port=8000,
+        tensor_parallel_size=8, max_model_len=262144, port=8000, bind_address="127.0.0.1",
         extra_args=("--gpu-memory-utilization=0.95", "--enable-expert-parallel"), revision=3,
     )  # fmt: skip
     text = units.render_unit(spec)

@@ -27,6 +27,7 @@ from hosts.parsers import (
     parse_integrity,
     parse_models_json,
     parse_probe,
+    parse_process_units,
     parse_sha256sum,
     parse_systemctl_show,
     parse_vllm_metrics,
@@ -65,6 +66,15 @@ def section_names(units: list[str], integrity: bool = True) -> list[str]:
 
 
 # --- real-format outputs -------------------------------------------------------------------
+
+# `ps -e -o pid=,unit=` (procps-ng): PID right-aligned, then the unit or scope, `-` for none.
+PS_UNITS = (
+    "      1 init.scope\n"
+    "      2 -\n"
+    "    812 systemd-journald.service\n"
+    "2314567 vllm-kimi-k25.service\n"
+    "2318001 session-3.scope\n"
+)
 
 SMI_DRIVER_FAILED = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -147,6 +157,7 @@ def host_sections(
     sections = {
         "gpus": (sample("nvidia_smi_8x_h100.csv"), 0),
         "compute_apps": ("2314567, VLLM::EngineCore, 74560 MiB\n", 0),
+        "processes": (PS_UNITS, 0),
     }
     for unit in units:
         sections.update(healthy_sections(unit))
@@ -389,6 +400,68 @@ def test_compute_apps_none_running(text: str) -> None:
 def test_compute_apps_unreadable(text: str) -> None:
     with pytest.raises(ParseError):
         parse_compute_apps(text)
+
+
+def test_compute_apps_with_the_gpu_uuid_column() -> None:
+    text = (
+        "2314567, VLLM::Worker_TP0, 74560 MiB, GPU-3f2b9c1e-8a4d-5e6f-9a0b-1c2d3e4f5a60\n"
+        "2314890, python3, [N/A], [N/A]\n"
+        "2315001, python -m x, --a,b, 512 MiB, GPU-7d1e2f3a-4b5c-6d7e-8f90-a1b2c3d4e5f6\n"
+    )
+
+    assert parse_compute_apps(text) == [
+        ComputeApp(2314567, "VLLM::Worker_TP0", 74560, "GPU-3f2b9c1e-8a4d-5e6f-9a0b-1c2d3e4f5a60"),
+        ComputeApp(2314890, "python3", None, None),
+        ComputeApp(2315001, "python -m x, --a,b", 512, "GPU-7d1e2f3a-4b5c-6d7e-8f90-a1b2c3d4e5f6"),
+    ]
+
+
+def test_process_units() -> None:
+    assert parse_process_units(PS_UNITS) == {
+        1: "init.scope",
+        2: None,
+        812: "systemd-journald.service",
+        2314567: "vllm-kimi-k25.service",
+        2318001: "session-3.scope",
+    }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n",
+        'error: unknown user-defined format specifier "unit"\n',  # procps without systemd
+        "ps: unrecognized option: o\nBusyBox v1.36.1 multi-call binary.\n",
+        "    PID UNIT\n      1 init.scope\n",  # a header: the request was not `pid=,unit=`
+        "  1 init.scope extra\n",
+    ],
+)
+def test_process_units_unreadable(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_process_units(text)
+
+
+def test_probe_names_the_unit_of_each_gpu_process() -> None:
+    apps = "2314567, VLLM::Worker_TP0, 74560 MiB, GPU-x\n2318002, python3, 4096 MiB, GPU-x\n"
+    ps = PS_UNITS + "2318002 session-3.scope\n"
+    state = parse_probe(
+        assemble(host_sections(compute_apps=(apps, 0), processes=(ps, 0))), UNITS, integrity=True
+    ).state
+
+    assert [(a.pid, a.unit) for a in state.compute_apps] == [
+        (2314567, "vllm-kimi-k25.service"),
+        (2318002, "session-3.scope"),
+    ]
+    assert state.problems == []
+
+
+def test_probe_without_process_owners_is_partial() -> None:
+    sections = host_sections(processes=("ps: unrecognized option: o\n", 1))
+    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+
+    assert [p.section for p in state.problems] == ["processes"]
+    assert state.compute_apps[0].unit is None
 
 
 # --- systemctl, sha256sum ------------------------------------------------------------------
@@ -747,7 +820,15 @@ def test_probe_of_the_real_two_unit_output() -> None:
     state = parsed.state
 
     assert len(state.gpus) == 8 and state.gpus[7].index == 7
-    assert state.compute_apps == [ComputeApp(2314567, "VLLM::EngineCore", 74560)]
+    assert state.compute_apps == [
+        ComputeApp(
+            2314567,
+            "VLLM::EngineCore",
+            74560,
+            "GPU-3f2b9c1e-8a4d-5e6f-9a0b-1c2d3e4f5a60",
+            "vllm-kimi-k25.service",
+        )
+    ]
     kimi, qwen = state.deployments[KIMI], state.deployments[QWEN]
     assert (kimi.unit.active_state, kimi.unit.main_pid) == ("active", 2314501)
     assert kimi.unit_file_sha256 == UNIT_SHA
@@ -1020,7 +1101,9 @@ def _check_prefix(prefix: str, full: str, full_json: dict[str, Any]) -> None:
     state = parsed.state.to_json()
     assert not [p for p in parsed.state.problems if "parser failed" in p.message]
     assert state["gpus"] in ([], full_json["gpus"])
-    assert state["compute_apps"] in ([], full_json["compute_apps"])
+    # A cut before the `processes` section leaves the owners unknown, never wrong.
+    owners_unknown = [{**app, "unit": None} for app in full_json["compute_apps"]]
+    assert state["compute_apps"] in ([], full_json["compute_apps"], owners_unknown)
     for unit in UNITS:
         empty = asdict(DeploymentState(unit=UnitState(unit=unit)))
         _defaults_or_equal(state["deployments"][unit], full_json["deployments"][unit], empty, unit)

@@ -118,7 +118,9 @@ def test_an_unknown_host_key_waits_for_acceptance(registered_fleet, admin_user):
     host.refresh_from_db()
     presented = registered_fleet.host_public_key("gpu-02")
     assert host.presented_host_key == presented
-    services.host_key_accept(host=host, key=host.presented_host_key, actor=admin_user)
+    services.host_key_accept(
+        host=host, key=host.presented_host_key, actor=admin_user, reason="checked on the console"
+    )
     assert probe(host).status == SnapshotStatus.OK
 
 

@@ -88,7 +88,10 @@ def test_a_request_without_approval_does_not_notify(operator, deployment):
 def test_approval_rejection_and_break_glass(operator, approver, admin_user, deployment, catalog):
     change = swap(operator, deployment, catalog)
     change_services.change_request_approve(
-        change=change, approver=approver, snapshot=f.make_snapshot(deployment.host)
+        change=change,
+        approver=approver,
+        snapshot=f.make_snapshot(deployment.host),
+        reason="reviewed the snapshot",
     )
     note = only(notifications_for(last("change.approved")))
     assert note.event_type == "change.approved"
@@ -145,7 +148,9 @@ def test_the_jobs_final_event_notifies_its_outcome(operator, deployment, status)
 def test_drift_is_a_finished_job_and_a_drift_notification(operator, approver, deployment, catalog):
     change = swap(operator, deployment, catalog)
     moved = f.make_snapshot(deployment.host, parsed=f.parsed_state(main_pid=52000))
-    change_services.change_request_approve(change=change, approver=approver, snapshot=moved)
+    change_services.change_request_approve(
+        change=change, approver=approver, snapshot=moved, reason="reviewed the snapshot"
+    )
     finished, drift = notifications_for(last("change.drifted"))
     assert (finished.event_type, finished.data["outcome"]) == ("job.finished", "drifted")
     assert drift.event_type == "drift.detected"

@@ -8,9 +8,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from deployments.choices import ApprovalDecision, ChangeKind, ChangeStatus, StepStatus
+from deployments.engine_flags import validate_extra_args
 from deployments.models import Approval, ChangeRequest, Deployment, JobStep, ModelArtifact
 from hosts.models import StateSnapshot
-from hosts.validators import validate_engine_args
 
 from .deployments import RevisionSerializer
 from .fields import RowField
@@ -64,7 +64,7 @@ class ChangeCreateSerializer(serializers.Serializer):
         if value is None:
             return None
         try:
-            validate_engine_args(value)
+            validate_extra_args(value)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(exc.messages) from exc
         return value
@@ -109,7 +109,7 @@ class ApproveSerializer(serializers.Serializer):
         help_text="The host's snapshot the approver reviewed; it must be ok, fresh and "
         "materially the same as the request's.",
     )
-    reason = serializers.CharField(max_length=REASON_MAX, required=False, allow_blank=True)
+    reason = serializers.CharField(max_length=REASON_MAX)
 
 
 class RejectSerializer(serializers.Serializer):
