@@ -6,6 +6,7 @@ COPY pyproject.toml ./
 COPY controlplane ./controlplane
 COPY hosts ./hosts
 COPY deployments ./deployments
+COPY simulator ./simulator
 RUN pip install --no-cache-dir .
 COPY . .
 RUN useradd --create-home app && mkdir -p /app/.run && chown -R app /app/.run

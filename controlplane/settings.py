@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import os
 from pathlib import Path
 
 import environ
@@ -72,6 +73,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "controlplane.audit.middleware.AuditRequestMiddleware",
+    "controlplane.views.RefusalMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -102,9 +104,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
-    # A file, not memory, so that a Celery worker started by the tests can share it.
+    # A file, not memory, so that a Celery worker started by the tests can share it (they pass
+    # it its path); one per test process, so that two runs on one machine do not collide.
     (BASE_DIR / ".run").mkdir(exist_ok=True)
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".run" / "test-db.sqlite3")}
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(BASE_DIR / ".run" / f"test-db-{os.getpid()}.sqlite3")
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

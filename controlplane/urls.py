@@ -13,3 +13,5 @@ urlpatterns = [
     path("", include("deployments.urls")),
     path("", include("hosts.urls")),
 ]
+
+handler403 = "controlplane.views.permission_denied"

@@ -12,7 +12,7 @@ class DeploymentsConfig(AppConfig):
         from hosts.signals import snapshots_recorded
 
         from . import services
-        from .checks import check_harmless_engine_flags
+        from .system_checks import check_harmless_engine_flags
 
         checks.register(check_harmless_engine_flags)
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from hosts.models import StateSnapshot
 from hosts.state import fingerprint_drift
 
-from . import engine_flags, preflight
+from . import fit, serving_plan
 from .choices import SERVING_KINDS
 from .models import ChangeRequest
 
@@ -39,16 +39,16 @@ def execution_drift(
         )
     revision = change.target_revision or change.from_revision
     if change.kind in SERVING_KINDS and revision is not None:
-        plan = engine_flags.plan_from_unit_text(revision.unit_text)
-        fit = preflight.model_fits(
+        plan = serving_plan.plan_from_unit_text(revision.unit_text)
+        now_fit = fit.model_fits(
             state=now,
             weights_gib=revision.model.weights_gib,
             plan=plan,
             unit=unit,
             kv_reserve_gib=settings.KV_CACHE_RESERVE_GIB,
         )
-        if not fit.fits:
-            was = preflight.model_fits(
+        if not now_fit.fits:
+            was = fit.model_fits(
                 state=then,
                 weights_gib=revision.model.weights_gib,
                 plan=plan,
@@ -59,7 +59,7 @@ def execution_drift(
                 {
                     "field": f"{revision.model} fits",
                     "before": was.message,
-                    "after": fit.message,
+                    "after": now_fit.message,
                     "why": "GPU memory re-checked on the fresh snapshot",
                 }
             )

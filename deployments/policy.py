@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from . import engine_flags
+from . import serving_plan
 from .choices import ChangeKind
 
 
@@ -23,9 +23,9 @@ def approval_reasons(
     if kind in settings.APPROVAL_REQUIRED_KINDS:
         reasons.append(f"every {ChangeKind(kind).label} needs a second person")
     if target_unit_text is not None and target_unit_text != current_unit_text:
-        changes = engine_flags.plan_changes(
-            engine_flags.plan_from_unit_text(current_unit_text),
-            engine_flags.plan_from_unit_text(target_unit_text),
+        changes = serving_plan.plan_changes(
+            serving_plan.plan_from_unit_text(current_unit_text),
+            serving_plan.plan_from_unit_text(target_unit_text),
             harmless=settings.HARMLESS_ENGINE_FLAGS,
         )
         reasons += [f"{c.describe()} ({c.why})" for c in changes if c.why]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Max
 
-from . import engine_flags, units
+from . import engine_flags, serving_plan, units
 from .choices import ChangeKind
 from .models import ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
 
@@ -22,8 +22,8 @@ class RevisionContent:
     unit_text: str
 
     @property
-    def plan(self) -> engine_flags.ServingPlan:
-        return engine_flags.plan_from_unit_text(self.unit_text)
+    def plan(self) -> serving_plan.ServingPlan:
+        return serving_plan.plan_from_unit_text(self.unit_text)
 
 
 def revision_render(
@@ -131,8 +131,8 @@ class ChangeTarget:
     revision: DeploymentRevision | None = None  # an existing revision to go back to
 
     @property
-    def plan(self) -> engine_flags.ServingPlan:
-        return engine_flags.plan_from_unit_text(self.unit_text)
+    def plan(self) -> serving_plan.ServingPlan:
+        return serving_plan.plan_from_unit_text(self.unit_text)
 
     @property
     def writes_unit(self) -> bool:

@@ -24,8 +24,6 @@ from .choices import FINAL_STATUSES, ChangeKind, ChangeStatus
 from .forms import ChangeRequestForm, DecisionForm
 from .models import ChangeRequest, Deployment, ModelArtifact
 
-REFUSAL_STATUS = {"stale": 409, "conflict": 409, "forbidden": 403, "invalid": 400}
-
 
 def _snapshot_context(host: Any, snapshot: StateSnapshot | None) -> dict[str, Any]:
     """The snapshot a decision is made on, and whether the rules let it back one."""
@@ -141,7 +139,7 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
                         request,
                         "deployments/change_form.html",
                         context,
-                        status=REFUSAL_STATUS[exc.code],
+                        status=exc.http_status,
                     )
                 messages.success(request, f"Change #{change.pk} requested.")
                 return redirect("deployments:change", pk=change.pk)

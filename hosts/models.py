@@ -11,7 +11,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from . import crypto, validators
+from controlplane import crypto
+
+from . import validators
 from .choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
 from .state import HostState, material_fingerprint
 
@@ -172,4 +174,4 @@ class StateSnapshot(models.Model):
         return HostState.from_json(self.parsed)
 
     def material_fingerprint(self) -> dict[str, Any]:
-        return material_fingerprint(self.parsed)
+        return material_fingerprint(self.state())

@@ -13,7 +13,7 @@ from typing import Any
 from . import commands
 from .parsers import parse_probe
 from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
-from .state import canonical_digest
+from .state import snapshot_digest
 
 MAX_SECTION_CHARS = 64 * 1024  # /metrics can be large; keep what a person needs to read
 
@@ -30,7 +30,7 @@ class ProbeOutcome:
 
     @property
     def digest(self) -> str:
-        return canonical_digest(self.parsed)
+        return snapshot_digest(self.parsed)
 
 
 def _raw_sections(parse: Any) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from .models import Host, StateSnapshot
+from .state import HostState
 
 
 def hosts_with_latest_snapshot() -> list[tuple[Host, StateSnapshot | None]]:
@@ -32,52 +34,42 @@ def snapshot_history(host: Host, limit: int = 50) -> QuerySet[StateSnapshot]:
     return host.snapshots.order_by("-taken_at", "-id")[:limit]
 
 
-def _first_deployment(parsed: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    deployments = parsed.get("deployments") or {}
-    if not deployments:
-        return "", {}
-    unit = sorted(deployments)[0]
-    return unit, deployments[unit]
-
-
 def snapshot_summary(snapshot: StateSnapshot | None) -> dict[str, Any]:
     """The handful of facts a dashboard row or a change form shows."""
     if snapshot is None:
         return {"service": "never probed", "model": "", "gpus": [], "inflight": None, "age": None}
-    parsed = snapshot.parsed or {}
-    unit, dep = _first_deployment(parsed)
-    unit_state = dep.get("unit") or {}
-    server = dep.get("server") or {}
+    state = snapshot.state()
+    unit = sorted(state.deployments)[0] if state.deployments else ""
+    unit_state = state.unit_state(unit)
+    server = state.server(unit)
     gpus = []
-    for gpu in parsed.get("gpus") or []:
-        used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+    for gpu in state.gpus:
+        used, total = gpu.memory_used_mib, gpu.memory_total_mib
         pct = round(100 * used / total) if used is not None and total else None
-        gpus.append({**gpu, "memory_pct": pct})
-    running = server.get("requests_running")
-    waiting = server.get("requests_waiting")
-    inflight = None if running is None and waiting is None else (running or 0) + (waiting or 0)
-    service = unit_state.get("active_state") or ("no deployment" if not unit else "unknown")
-    if unit_state.get("sub_state") and unit_state.get("active_state"):
-        service = f"{unit_state['active_state']} ({unit_state['sub_state']})"
+        gpus.append({**asdict(gpu), "memory_pct": pct})
+    service = unit_state.active_state or ("no deployment" if not unit else "unknown")
+    if unit_state.sub_state and unit_state.active_state:
+        service = f"{unit_state.active_state} ({unit_state.sub_state})"
     now = timezone.now()
+    integrity = state.deployments[unit].integrity if unit else None
     return {
         "unit": unit,
         "service": service,
-        "active_state": unit_state.get("active_state"),
-        "active_since": unit_state.get("active_enter_timestamp"),
-        "main_pid": unit_state.get("main_pid"),
-        "healthy": server.get("healthy"),
-        "model": ", ".join(server.get("models") or []),
-        "model_root": ", ".join(server.get("model_roots") or []),
+        "active_state": unit_state.active_state,
+        "active_since": unit_state.active_enter_timestamp,
+        "main_pid": unit_state.main_pid,
+        "healthy": server.healthy if unit else None,
+        "model": ", ".join(server.models),
+        "model_root": ", ".join(server.model_roots),
         "gpus": gpus,
-        "power_w": round(sum(g.get("power_draw_w") or 0 for g in gpus), 1) if gpus else None,
+        "power_w": round(sum(g.power_draw_w or 0 for g in state.gpus), 1) if gpus else None,
         "utilization_pct": (
-            round(sum(g.get("utilization_pct") or 0 for g in gpus) / len(gpus)) if gpus else None
+            round(sum(g.utilization_pct or 0 for g in state.gpus) / len(gpus)) if gpus else None
         ),
-        "inflight": inflight,
+        "inflight": state.inflight(unit) if unit else None,
         "age": snapshot.age_seconds(now),
         "stale": snapshot.age_seconds(now) > settings.SNAPSHOT_MAX_AGE_SECONDS,
-        "integrity": (dep.get("integrity") if dep else None),
+        "integrity": asdict(integrity) if integrity is not None else None,
     }
 
 
@@ -106,10 +98,10 @@ def gpu_series(host: Host, limit: int = 120) -> dict[str, Any]:
     )[::-1]
     points = []
     for row in rows:
-        gpus = (row["parsed"] or {}).get("gpus") or []
-        used = sum(g.get("memory_used_mib") or 0 for g in gpus)
-        total = sum(g.get("memory_total_mib") or 0 for g in gpus)
-        power = sum(g.get("power_draw_w") or 0 for g in gpus)
+        gpus = HostState.from_json(row["parsed"]).gpus
+        used = sum(g.memory_used_mib or 0 for g in gpus)
+        total = sum(g.memory_total_mib or 0 for g in gpus)
+        power = sum(g.power_draw_w or 0 for g in gpus)
         points.append(
             {
                 "t": row["taken_at"].isoformat(),

@@ -5,10 +5,11 @@ Everything here is plain data: dataclasses in, JSON-ready dicts out, no I/O.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
+
+from controlplane.canonical import canonical_digest
 
 T = TypeVar("T")
 
@@ -179,32 +180,30 @@ class HostState:
         return foreign
 
 
-def canonical_digest(parsed: dict[str, Any]) -> str:
-    text = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def snapshot_digest(parsed: dict[str, Any]) -> str:
+    """What two snapshots share when they saw the same state."""
+    return canonical_digest(parsed)
 
 
-def material_fingerprint(parsed: dict[str, Any]) -> dict[str, Any]:
+def material_fingerprint(state: HostState) -> dict[str, Any]:
     """The facts whose change makes an earlier decision unsafe to act on.
 
     GPU memory and power move all the time and are left out; a different process, model,
     unit file or GPU count is a different host as far as a change request is concerned. So is a
     process on the GPUs that was not there before, whichever unit or session it runs in.
     """
-    fingerprint: dict[str, Any] = {"gpu_count": len(parsed.get("gpus") or [])}
-    owners: dict[str, list[int]] = {}
-    for app in parsed.get("compute_apps") or []:
-        owners.setdefault(app.get("unit") or "unknown unit", []).append(app.get("pid"))
+    fingerprint: dict[str, Any] = {"gpu_count": len(state.gpus)}
+    owners: dict[str, set[int]] = {}
+    for app in state.compute_apps:
+        owners.setdefault(app.unit or "unknown unit", set()).add(app.pid)
     for owner, pids in sorted(owners.items()):
-        fingerprint[f"gpu processes of {owner}"] = sorted(set(pids))
-    for unit, dep in sorted((parsed.get("deployments") or {}).items()):
-        unit_state = dep.get("unit") or {}
-        server = dep.get("server") or {}
-        fingerprint[f"{unit}.active_state"] = unit_state.get("active_state")
-        fingerprint[f"{unit}.main_pid"] = unit_state.get("main_pid")
-        fingerprint[f"{unit}.unit_file_sha256"] = dep.get("unit_file_sha256")
-        fingerprint[f"{unit}.model"] = sorted(server.get("models") or [])
-        fingerprint[f"{unit}.model_root"] = sorted(server.get("model_roots") or [])
+        fingerprint[f"gpu processes of {owner}"] = sorted(pids)
+    for unit, dep in sorted(state.deployments.items()):
+        fingerprint[f"{unit}.active_state"] = dep.unit.active_state
+        fingerprint[f"{unit}.main_pid"] = dep.unit.main_pid
+        fingerprint[f"{unit}.unit_file_sha256"] = dep.unit_file_sha256
+        fingerprint[f"{unit}.model"] = sorted(dep.server.models)
+        fingerprint[f"{unit}.model_root"] = sorted(dep.server.model_roots)
     return fingerprint
 
 

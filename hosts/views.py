@@ -6,23 +6,19 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from controlplane.accounts.decorators import role_required, superuser_required
-from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, has_role
+from controlplane.accounts.decorators import role_required
+from controlplane.accounts.roles import VIEWER
 from controlplane.audit import selectors as audit_selectors
+from controlplane.htmx import is_partial
 
 from . import charts, selectors, services
 from .choices import HostKeyStatus
 from .models import Host, StateSnapshot
-
-
-def _is_partial(request: HttpRequest) -> bool:
-    return bool(request.htmx and not request.htmx.boosted)  # type: ignore[attr-defined]
 
 
 def _row_context(
@@ -72,20 +68,18 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @role_required(VIEWER)
 def probe_now(request: HttpRequest, name: str) -> HttpResponse:
-    # Probing is read-only: operators probe before they request, approvers before they approve.
-    if not (has_role(request.user, OPERATOR) or has_role(request.user, APPROVER)):
-        raise PermissionDenied("Probing needs the operator or approver role.")
+    services.require_probe_permission(request.user)
     host = get_object_or_404(Host, name=name)
     integrity = request.POST.get("integrity") == "1"
     previous = selectors.latest_snapshot(host)
     try:
         services.probe_enqueue(host=host, user=request.user, integrity=integrity)
     except services.QueueUnavailable as exc:
-        if _is_partial(request):
+        if is_partial(request):
             return HttpResponse(f'<span class="error">{exc}</span>', status=503)
         messages.error(request, str(exc))
         return redirect("hosts:detail", name=host.name)
-    if not _is_partial(request):
+    if not is_partial(request):
         messages.success(request, f"Probe of {host.name} queued.")
         return redirect("hosts:detail", name=host.name)
     return _probe_fragment(request, host, previous, probing=True)
@@ -119,26 +113,22 @@ def _probe_fragment(
 
 
 @require_POST
-@superuser_required
+@role_required(VIEWER)
 def accept_host_key(request: HttpRequest, name: str) -> HttpResponse:
     host = get_object_or_404(Host, name=name)
-    presented = request.POST.get("fingerprint", "")
-    if not host.presented_host_key or presented != host.presented_key_fingerprint:
-        messages.error(
-            request, "The presented key changed since the page was loaded; review it again."
-        )
-        return redirect("hosts:detail", name=host.name)
     try:
-        services.host_key_accept(
+        host = services.host_key_accept(
             host=host,
-            key=host.presented_host_key,
             actor=request.user,
             reason=request.POST.get("reason", ""),
+            reviewed_fingerprint=request.POST.get("fingerprint", ""),
         )
-    except ValidationError as exc:
-        messages.error(request, exc.messages[0])
+    except services.HostRefused as exc:
+        if exc.code == "forbidden":
+            raise
+        messages.error(request, exc.message)
         return redirect("hosts:detail", name=host.name)
-    messages.success(request, f"Pinned host key {presented} for {host.name}.")
+    messages.success(request, f"Pinned host key {host.host_key_fingerprint} for {host.name}.")
     return redirect("hosts:detail", name=host.name)
 
 

@@ -13,7 +13,7 @@ from deployments.models import Deployment, ModelArtifact
 from hosts import services as host_services
 from hosts.choices import HostKeyStatus
 from hosts.models import Host, StateSnapshot
-from hosts.state import canonical_digest
+from hosts.state import snapshot_digest
 
 UNIT = "vllm-kimi-k25.service"
 _KEY = asyncssh.generate_private_key("ssh-ed25519")
@@ -113,7 +113,7 @@ def make_snapshot(
         trigger="manual",
         duration_ms=120,
         parsed=parsed,
-        digest=canonical_digest(parsed),
+        digest=snapshot_digest(parsed),
     )
     snapshot.save()
     return snapshot

@@ -17,7 +17,7 @@ from typing import Any
 import asyncssh
 import pytest
 
-from hosts.simulator.threaded import FleetHandle, HostHandle, running_fleet
+from simulator.threaded import FleetHandle, HostHandle, running_fleet
 
 __all__ = ["FleetHandle", "HostHandle", "RegisteredFleet", "running_fleet", "ssh", "ssh_connect"]
 
@@ -99,7 +99,7 @@ def sim_fleet(make_fleet: Callable[..., FleetHandle]) -> FleetHandle:
 
 def register(fleet: FleetHandle) -> RegisteredFleet:
     from deployments.models import Deployment
-    from hosts.simulator.register import register_fleet
+    from deployments.simfleet_registration import register_fleet
 
     hosts = register_fleet(fleet.registration_info(), client_private_key=fleet.client_private_key)
     deployments = list(Deployment.objects.filter(host__in=hosts).order_by("host__name"))

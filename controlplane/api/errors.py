@@ -1,7 +1,8 @@
 """One shape for every refusal: `{"detail": ..., "code": ...}` plus what the code needs.
 
-The services raise ChangeRefused (code stale, forbidden, conflict or invalid) and the probe
-queue QueueUnavailable; this handler turns them into statuses, so views only call services.
+Services raise `controlplane.refusals.Refused` (ChangeRefused, HostRefused, QueueUnavailable,
+...) carrying the HTTP status it maps to, from the one table the pages use too; this handler
+turns them into responses, so views only call services.
 """
 
 from __future__ import annotations
@@ -9,23 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from deployments.services import ChangeRefused
-from hosts.services import QueueUnavailable
-
-# Same mapping as the pages (deployments.views.REFUSAL_STATUS).
-REFUSAL_STATUS = {
-    "stale": status.HTTP_409_CONFLICT,
-    "conflict": status.HTTP_409_CONFLICT,
-    "forbidden": status.HTTP_403_FORBIDDEN,
-    "invalid": status.HTTP_400_BAD_REQUEST,
-}
+from controlplane.refusals import Refused
 
 
-def refusal_body(exc: ChangeRefused) -> dict[str, Any]:
+def refusal_body(exc: Refused) -> dict[str, Any]:
     body: dict[str, Any] = {"detail": exc.message, "code": exc.code}
     details = dict(exc.details)
     if exc.code == "stale":
@@ -37,13 +29,8 @@ def refusal_body(exc: ChangeRefused) -> dict[str, Any]:
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, ChangeRefused):
-        return Response(refusal_body(exc), status=REFUSAL_STATUS.get(exc.code, 400))
-    if isinstance(exc, QueueUnavailable):
-        return Response(
-            {"detail": str(exc), "code": "queue_unavailable"},
-            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-        )
+    if isinstance(exc, Refused):
+        return Response(refusal_body(exc), status=exc.http_status)
     if isinstance(exc, DjangoValidationError):
         # A model-level validator caught what the serializer did not: still the client's input.
         exc = exceptions.ValidationError(exc.messages)
@@ -55,3 +42,19 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         if detail is not None and "code" not in response.data:
             response.data["code"] = getattr(detail, "code", None) or exc.default_code
     return response
+
+
+class RefusalSerializer(serializers.Serializer):
+    """What a refused request answers: the rule's reason and which rule."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField(help_text="stale, forbidden, conflict, invalid, drifted, ...")
+    snapshot_age_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="stale only: the snapshot's age."
+    )
+    limit_seconds = serializers.IntegerField(
+        required=False, allow_null=True, help_text="stale only: SNAPSHOT_MAX_AGE_SECONDS."
+    )
+    needs_acknowledgement = serializers.BooleanField(
+        required=False, help_text="conflict: requests are in flight; send acknowledge_busy."
+    )

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.audit import services as audit
+from controlplane.audit.actions import AuditAction
 
 from .models import APIToken
 
@@ -42,7 +43,7 @@ def token_create(*, user: Any, name: str, expires_at: dt.datetime | None = None)
             user=user, name=name, prefix=prefix, digest=token_digest(raw), expires_at=expires_at
         )
         audit.record(
-            action="api_token.created",
+            action=AuditAction.API_TOKEN_CREATED,
             actor=user,
             target=token,
             data={
@@ -64,7 +65,7 @@ def token_revoke(*, token: APIToken, user: Any) -> APIToken:
         token.refresh_from_db(fields=["revoked_at"])
         if revoked:
             audit.record(
-                action="api_token.revoked",
+                action=AuditAction.API_TOKEN_REVOKED,
                 actor=user,
                 target=token,
                 data={"name": token.name, "prefix": token.prefix, "owner": user.get_username()},

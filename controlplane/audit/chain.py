@@ -14,11 +14,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
-import json
-from collections.abc import Callable
 from functools import lru_cache
 from json.encoder import encode_basestring as _str
 from typing import Any
+
+from controlplane.canonical import canonical_json
 
 GENESIS_HASH = "0" * 64
 
@@ -44,13 +44,7 @@ HASHED_FIELDS = (
     "prev_hash",
 )
 
-_dumps_canonical: Callable[[Any], str] = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-).encode
-
-
-def canonical_json(value: Any) -> str:
-    return _dumps_canonical(value)
+_dumps_canonical = canonical_json
 
 
 def iso(value: Any) -> Any:

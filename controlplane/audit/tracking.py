@@ -12,6 +12,8 @@ from django.apps import apps
 from django.db import models
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
+from controlplane.audit.actions import AuditAction
+
 from . import services
 
 # model label -> fields whose changes are operational noise or recorded by a domain event
@@ -53,13 +55,15 @@ def _after(
     before = getattr(instance, "_audit_before", None)
     kind = label.split(".")[1]
     if created or before is None:
-        services.record(action=f"{kind}.created", target=instance, data={"after": after})
+        services.record(
+            action=AuditAction.tracked(kind, "created"), target=instance, data={"after": after}
+        )
         return
     changed = sorted(k for k in after if before.get(k) != after[k])
     if not changed:
         return
     services.record(
-        action=f"{kind}.changed",
+        action=AuditAction.tracked(kind, "changed"),
         target=instance,
         data={
             "fields": changed,
@@ -73,7 +77,7 @@ def _deleted(sender: type[models.Model], instance: models.Model, **kwargs: Any) 
     label = sender._meta.label_lower
     kind = label.split(".")[1]
     services.record(
-        action=f"{kind}.deleted",
+        action=AuditAction.tracked(kind, "deleted"),
         target=instance,
         data={"before": _values(instance, TRACKED[label])},
     )
@@ -88,7 +92,7 @@ def _groups_changed(sender: Any, instance: Any, action: str, pk_set: Any, **kwar
         return
     names = sorted(Group.objects.filter(pk__in=pk_set or []).values_list("name", flat=True))
     services.record(
-        action="user.roles_changed",
+        action=AuditAction.USER_ROLES_CHANGED,
         target=instance,
         data={"change": action.removeprefix("post_"), "groups": names},
     )

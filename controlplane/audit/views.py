@@ -21,14 +21,11 @@ from django_htmx.http import push_url
 
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
+from controlplane.htmx import is_partial
 
 from . import export, selectors
 from .forms import EventFilterForm
 from .selectors import EventFilter
-
-
-def _is_partial(request: HttpRequest) -> bool:
-    return bool(request.htmx and not request.htmx.boosted)  # type: ignore[attr-defined]
 
 
 def _cursor(request: HttpRequest, name: str) -> int | None:
@@ -56,7 +53,7 @@ def history(request: HttpRequest) -> HttpResponse:
         "query": filters.querystring() if filters else "",
         "page": page,
     }
-    if _is_partial(request):
+    if is_partial(request):
         # "Load older" swaps in more rows; the filter form swaps the whole result block.
         if request.htmx.target != "audit-results":  # type: ignore[attr-defined]
             return render(request, "audit/history.html#rows", context)

@@ -17,6 +17,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from deployments.choices import ChangeKind, ChangeStatus
 from hosts.choices import HostKeyStatus, SnapshotStatus
+from hosts.state import ServerState
 
 from . import selectors
 
@@ -62,101 +63,10 @@ class ControlPlaneCollector:
         yield took
 
     def _host_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
-        gpu = {
-            suffix: _gauge(
-                f"gpu_{suffix}", text + " From the host's newest snapshot.", ["host", "gpu", "uuid"]
-            )
-            for suffix, _, _, text in GPU_GAUGES
-        }
-        enabled = _gauge("host_enabled", "1 if the host is probed on schedule.", ["host"])
-        up = _gauge(
-            "host_up",
-            "1 if the newest probe reached the host and ran (status ok or partial); 0 otherwise, "
-            "including hosts never probed.",
-            ["host"],
-        )
-        key_status = _gauge(
-            "host_key_status",
-            "1 for the host's SSH key status, 0 for the others.",
-            ["host", "status"],
-        )
-        status = _gauge(
-            "snapshot_status",
-            "1 for the status of the host's newest snapshot, 0 for the others.",
-            ["host", "status"],
-        )
-        taken = _gauge(
-            "snapshot_timestamp_seconds",
-            "When the newest snapshot was taken (Unix time).",
-            ["host"],
-        )
-        age = _gauge("snapshot_age_seconds", "Age of the newest snapshot at scrape time.", ["host"])
-        duration = _gauge(
-            "probe_duration_seconds",
-            "How long the probe behind the newest snapshot took.",
-            ["host"],
-        )
-        active = _gauge(
-            "service_active",
-            "1 if systemd reports the unit active in the newest snapshot.",
-            ["host", "unit"],
-        )
-        healthy = _gauge(
-            "server_healthy",
-            "1 if the unit's inference server answered /health.",
-            ["host", "unit"],
-        )
-        running = _gauge(
-            "requests_running",
-            "Requests being processed (the server's own /metrics).",
-            ["host", "unit"],
-        )
-        waiting = _gauge(
-            "requests_waiting", "Requests queued (the server's own /metrics).", ["host", "unit"]
-        )
-        served = _gauge(
-            "model_served_info",
-            "1 per model id the unit's server lists in /v1/models, with its root (path or id).",
-            ["host", "unit", "model", "root"],
-        )
+        families = _host_family_set()
         for host in data.hosts:
-            enabled.add_metric([host.name], 1.0 if host.enabled else 0.0)
-            for choice in HostKeyStatus.values:
-                key_status.add_metric([host.name, choice], float(choice == host.host_key_status))
-            snapshot = host.snapshot
-            up.add_metric(
-                [host.name], float(snapshot is not None and snapshot.status in UP_STATUSES)
-            )
-            if snapshot is None:
-                continue
-            for choice in SnapshotStatus.values:
-                status.add_metric([host.name, choice], float(choice == snapshot.status))
-            taken.add_metric([host.name], snapshot.taken_at.timestamp())
-            age.add_metric([host.name], snapshot.age_seconds(data.now))
-            duration.add_metric([host.name], snapshot.duration_ms / 1000)
-            parsed = snapshot.parsed or {}
-            for reading in parsed.get("gpus") or []:
-                labels = [host.name, str(reading.get("index")), str(reading.get("uuid") or "")]
-                for suffix, key, scale, _ in GPU_GAUGES:
-                    value = _number(reading.get(key))
-                    if value is not None:
-                        gpu[suffix].add_metric(labels, value * scale)
-            for unit, dep in sorted((parsed.get("deployments") or {}).items()):
-                unit_state = dep.get("unit") or {}
-                server = dep.get("server") or {}
-                active.add_metric(
-                    [host.name, unit], float(unit_state.get("active_state") == "active")
-                )
-                healthy.add_metric([host.name, unit], float(bool(server.get("healthy"))))
-                for family, key in ((running, "requests_running"), (waiting, "requests_waiting")):
-                    value = _number(server.get(key))
-                    if value is not None:
-                        family.add_metric([host.name, unit], value)
-                for model, root in _model_roots(server):
-                    served.add_metric([host.name, unit, model, root], 1.0)
-        yield from gpu.values()
-        yield from (enabled, up, key_status, status, taken, age, duration)
-        yield from (active, healthy, running, waiting, served)
+            _add_host(families, host, data)
+        yield from families.values()
 
     def _fleet_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
         outcomes = _gauge(
@@ -221,11 +131,94 @@ class ControlPlaneCollector:
         yield from (ok, events, when, took)
 
 
-def _model_roots(server: dict[str, Any]) -> list[tuple[str, str]]:
+# (name, help, labels) of every per-host family, in the order they are exposed.
+HOST_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
+    *(
+        (f"gpu_{suffix}", text + " From the host's newest snapshot.", ["host", "gpu", "uuid"])
+        for suffix, _, _, text in GPU_GAUGES
+    ),
+    ("host_enabled", "1 if the host is probed on schedule.", ["host"]),
+    (
+        "host_up",
+        "1 if the newest probe reached the host and ran (status ok or partial); 0 otherwise, "
+        "including hosts never probed.",
+        ["host"],
+    ),
+    ("host_key_status", "1 for the host's SSH key status, 0 for the others.", ["host", "status"]),
+    (
+        "snapshot_status",
+        "1 for the status of the host's newest snapshot, 0 for the others.",
+        ["host", "status"],
+    ),
+    ("snapshot_timestamp_seconds", "When the newest snapshot was taken (Unix time).", ["host"]),
+    ("snapshot_age_seconds", "Age of the newest snapshot at scrape time.", ["host"]),
+    ("probe_duration_seconds", "How long the probe behind the newest snapshot took.", ["host"]),
+    (
+        "service_active",
+        "1 if systemd reports the unit active in the newest snapshot.",
+        ["host", "unit"],
+    ),
+    ("server_healthy", "1 if the unit's inference server answered /health.", ["host", "unit"]),
+    ("requests_running", "Requests being processed (the server's own /metrics).", ["host", "unit"]),
+    ("requests_waiting", "Requests queued (the server's own /metrics).", ["host", "unit"]),
+    (
+        "model_served_info",
+        "1 per model id the unit's server lists in /v1/models, with its root (path or id).",
+        ["host", "unit", "model", "root"],
+    ),
+)
+
+
+def _host_family_set() -> dict[str, GaugeMetricFamily]:
+    return {name: _gauge(name, text, labels) for name, text, labels in HOST_FAMILIES}
+
+
+def _add_host(
+    families: dict[str, GaugeMetricFamily], host: Any, data: selectors.FleetMetrics
+) -> None:
+    name = host.name
+    families["host_enabled"].add_metric([name], 1.0 if host.enabled else 0.0)
+    for choice in HostKeyStatus.values:
+        families["host_key_status"].add_metric(
+            [name, choice], float(choice == host.host_key_status)
+        )
+    snapshot = host.snapshot
+    up = snapshot is not None and snapshot.status in UP_STATUSES
+    families["host_up"].add_metric([name], float(up))
+    if snapshot is None:
+        return
+    for choice in SnapshotStatus.values:
+        families["snapshot_status"].add_metric([name, choice], float(choice == snapshot.status))
+    families["snapshot_timestamp_seconds"].add_metric([name], snapshot.taken_at.timestamp())
+    families["snapshot_age_seconds"].add_metric([name], snapshot.age_seconds(data.now))
+    families["probe_duration_seconds"].add_metric([name], snapshot.duration_ms / 1000)
+    state = snapshot.state()
+    for reading in state.gpus:
+        labels = [name, str(reading.index), str(reading.uuid or "")]
+        for suffix, key, scale, _ in GPU_GAUGES:
+            value = _number(getattr(reading, key))
+            if value is not None:
+                families[f"gpu_{suffix}"].add_metric(labels, value * scale)
+    for unit, dep in sorted(state.deployments.items()):
+        families["service_active"].add_metric(
+            [name, unit], float(dep.unit.active_state == "active")
+        )
+        families["server_healthy"].add_metric([name, unit], float(dep.server.healthy))
+        for family, value in (
+            ("requests_running", dep.server.requests_running),
+            ("requests_waiting", dep.server.requests_waiting),
+        ):
+            if _number(value) is not None:
+                families[family].add_metric([name, unit], float(value or 0))
+        for model, root in _model_roots(dep.server):
+            families["model_served_info"].add_metric([name, unit, model, root], 1.0)
+
+
+def _model_roots(server: ServerState) -> list[tuple[str, str]]:
     """Pair served ids with their roots; /v1/models may leave roots out, so pair only when the
     lists line up, and otherwise give every id all the roots there are."""
-    models = [str(m) for m in server.get("models") or []]
-    roots = [str(r) for r in server.get("model_roots") or []]
+    models = [str(m) for m in server.models]
+    roots = [str(r) for r in server.model_roots]
     if len(roots) == len(models):
         return list(zip(models, roots, strict=True))
     return [(model, ",".join(roots)) for model in models]

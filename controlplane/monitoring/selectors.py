@@ -15,6 +15,7 @@ from django.db.models import Count, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from controlplane.audit.models import AuditVerification
+from controlplane.audit.selectors import verification_latest
 from deployments.models import ChangeRequest
 from hosts.models import Host, StateSnapshot
 
@@ -96,10 +97,6 @@ def change_counts() -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], A
         counts[(row["kind"], row["status"])] = row["n"]
         oldest[(row["kind"], row["status"])] = row["oldest"]
     return counts, oldest
-
-
-def verification_latest() -> AuditVerification | None:
-    return AuditVerification.objects.order_by("-started_at", "-id").first()
 
 
 def fleet_metrics(now: dt.datetime | None = None) -> FleetMetrics:

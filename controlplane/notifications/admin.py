@@ -9,6 +9,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from controlplane.admin_readonly import ReadOnlyAdmin
+
 from . import services
 from .choices import EventType
 from .forms import MIN_SECRET_LENGTH
@@ -86,20 +88,10 @@ class WebhookAttemptInline(admin.TabularInline):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """A record of what was sent: visible, never edited."""
 
     list_display = ("id", "created_at", "endpoint_name", "event_type", "status", "attempts")
     list_filter = ("status", "event_type")
     search_fields = ("endpoint_name",)
     inlines = [WebhookAttemptInline]
-    show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

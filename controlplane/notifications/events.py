@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 
+from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
 from deployments.choices import ChangeKind, ChangeStatus
 from deployments.models import ChangeRequest
@@ -23,8 +24,8 @@ from hosts.models import StateSnapshot
 from .choices import EventType
 
 # The job's final audit event is `change.<status>`; a rejection has its own notification.
-JOB_OUTCOMES = {
-    f"change.{status}": status
+JOB_OUTCOMES: dict[str, str] = {
+    AuditAction.change_ended(status): status
     for status in (
         ChangeStatus.SUCCEEDED,
         ChangeStatus.FAILED,
@@ -34,12 +35,12 @@ JOB_OUTCOMES = {
         ChangeStatus.INTERRUPTED,
     )
 }
-APPROVALS = {"change.approved", "change.break_glass"}
+APPROVALS = {AuditAction.CHANGE_APPROVED, AuditAction.CHANGE_BREAK_GLASS}
 NOTIFYING_ACTIONS = {
-    "change.requested",
-    "change.rejected",
-    "host.key_changed",
-    "probe.completed",
+    AuditAction.CHANGE_REQUESTED,
+    AuditAction.CHANGE_REJECTED,
+    AuditAction.HOST_KEY_CHANGED,
+    AuditAction.PROBE_COMPLETED,
     *APPROVALS,
     *JOB_OUTCOMES,
 }
@@ -89,9 +90,9 @@ def might_notify(event: AuditEvent) -> bool:
     if event.action not in NOTIFYING_ACTIONS:
         return False
     data = event.data or {}
-    if event.action == "change.requested":
+    if event.action == AuditAction.CHANGE_REQUESTED:
         return bool(data.get("needs_approval"))
-    if event.action == "probe.completed":
+    if event.action == AuditAction.PROBE_COMPLETED:
         return data.get("status") == SnapshotStatus.UNREACHABLE
     return True
 
@@ -99,9 +100,9 @@ def might_notify(event: AuditEvent) -> bool:
 def notifications_for(event: AuditEvent) -> list[Notification]:
     if not might_notify(event):
         return []
-    if event.action == "probe.completed":
+    if event.action == AuditAction.PROBE_COMPLETED:
         return _host_unreachable(event)
-    if event.action == "host.key_changed":
+    if event.action == AuditAction.HOST_KEY_CHANGED:
         return [_host_key_changed(event)]
     change = _change_of(event)
     if change is None:
@@ -109,7 +110,7 @@ def notifications_for(event: AuditEvent) -> list[Notification]:
     base = _change_data(event, change)
     desc = _describe(change)
     data = event.data or {}
-    if event.action == "change.requested":
+    if event.action == AuditAction.CHANGE_REQUESTED:
         target = data.get("target_model")
         to_model = f" to {target}" if change.kind == ChangeKind.MODEL_SWAP and target else ""
         text = (
@@ -121,13 +122,13 @@ def notifications_for(event: AuditEvent) -> list[Notification]:
     if event.action in APPROVALS:
         how = (
             " by break-glass, without a second person"
-            if event.action == "change.break_glass"
+            if event.action == AuditAction.CHANGE_BREAK_GLASS
             else ""
         )
         reason = f" Reason: {data['reason']}" if data.get("reason") else ""
         text = f"{event.actor} approved change #{change.pk} ({desc}){how}; it is queued to run."
         return [Notification(EventType.CHANGE_APPROVED, text + reason, base["link"], base["data"])]
-    if event.action == "change.rejected":
+    if event.action == AuditAction.CHANGE_REJECTED:
         text = f"{event.actor} rejected change #{change.pk} ({desc}). Reason: {data.get('reason')}"
         return [Notification(EventType.CHANGE_REJECTED, text, base["link"], base["data"])]
     outcome = JOB_OUTCOMES[event.action]

@@ -11,7 +11,7 @@ from django.core.validators import URLValidator
 from django.db import models
 from django.utils import timezone
 
-from hosts import crypto
+from controlplane import crypto
 
 from .choices import DeliveryStatus, EventType
 

@@ -16,8 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from controlplane.audit import services as audit
+from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
-from hosts.crypto import SecretUnavailable
+from controlplane.crypto import SecretUnavailable
 
 from . import events, sender, signing
 from .choices import OPEN_DELIVERY_STATUSES, PING, DeliveryStatus
@@ -62,7 +63,7 @@ def endpoint_create(
     endpoint.full_clean()
     endpoint.save()
     audit.record(
-        action="webhook.created",
+        action=AuditAction.WEBHOOK_CREATED,
         actor=actor,
         target=endpoint,
         data={"after": _audit_view(endpoint)},
@@ -97,7 +98,7 @@ def endpoint_update(
         changed.append("secret")
     if changed:
         audit.record(
-            action="webhook.changed",
+            action=AuditAction.WEBHOOK_CHANGED,
             actor=actor,
             target=locked,
             data={
@@ -125,7 +126,10 @@ def endpoint_delete(*, actor: Any, endpoint: WebhookEndpoint) -> None:
     """Delete an endpoint; its deliveries stay, under the name they were sent to."""
     locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
     audit.record(
-        action="webhook.deleted", actor=actor, target=locked, data={"before": _audit_view(locked)}
+        action=AuditAction.WEBHOOK_DELETED,
+        actor=actor,
+        target=locked,
+        data={"before": _audit_view(locked)},
     )
     locked.delete()
 
@@ -142,7 +146,7 @@ def endpoint_send_test(*, actor: Any, endpoint: WebhookEndpoint) -> WebhookDeliv
     with transaction.atomic():
         delivery = _delivery_create(endpoint=endpoint, note=note, audit_seq=None)
         audit.record(
-            action="webhook.test_sent",
+            action=AuditAction.WEBHOOK_TEST_SENT,
             actor=actor,
             target=endpoint,
             data={"delivery": delivery.pk},

@@ -12,15 +12,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from controlplane.accounts.decorators import role_required, superuser_required
 from controlplane.accounts.roles import VIEWER
+from controlplane.htmx import is_partial
 
 from . import selectors, services
 from .choices import DeliveryStatus
 from .forms import WebhookEndpointForm
 from .models import WebhookEndpoint
-
-
-def _is_partial(request: HttpRequest) -> bool:
-    return bool(request.htmx and not request.htmx.boosted)  # type: ignore[attr-defined]
 
 
 def _deliveries_context(request: HttpRequest) -> dict[str, Any]:
@@ -45,7 +42,7 @@ def _deliveries_context(request: HttpRequest) -> dict[str, Any]:
 @role_required(VIEWER)
 def index(request: HttpRequest) -> HttpResponse:
     context = _deliveries_context(request)
-    if _is_partial(request):
+    if is_partial(request):
         # The deliveries table refreshes itself while a delivery is open, then stops.
         return render(request, "notifications/index.html#deliveries", context)
     context["endpoints"] = selectors.endpoints_list()

@@ -208,10 +208,13 @@ def test_a_host_registered_from_the_command_line(db: None, tmp_path: Path) -> No
 
 
 def test_accepting_a_host_key_is_recorded(db: None, admin_user: User) -> None:
-    host = Host.objects.create(name="gpu-key", address="127.0.0.1")
     public = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    host = Host.objects.create(name="gpu-key", address="127.0.0.1", presented_host_key=public)
     host_services.host_key_accept(
-        host=host, key=public, actor=admin_user, reason="checked on the console"
+        host=host,
+        actor=admin_user,
+        reason="checked on the console",
+        reviewed_fingerprint=host.presented_key_fingerprint,
     )
     event = only("host.key_accepted")
     assert (event.actor, event.target_id, event.host_id) == ("root-admin", str(host.pk), host.pk)

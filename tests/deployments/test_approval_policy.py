@@ -16,21 +16,6 @@ from tests import factories as f
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def catalog():
-    return f.make_catalog()
-
-
-@pytest.fixture
-def host():
-    return f.make_host("gpu-01")
-
-
-@pytest.fixture
-def deployment(host, catalog):
-    return f.make_deployment(host, catalog["NVFP4"])
-
-
 def redeploy(operator, deployment, **kwargs):
     return services.change_request_create(
         user=operator, deployment=deployment, kind="redeploy",
@@ -164,3 +149,8 @@ def test_an_edited_engine_program_cannot_slip_into_a_redeploy(operator, deployme
         "engine program: /opt/vllm/.venv/bin/vllm → /opt/other/bin/vllm "
         "(changes the program that serves)"
     ]
+
+
+def test_a_parallel_size_below_one_is_refused(operator, deployment):
+    with pytest.raises(services.ChangeRefused, match="every parallel size must be at least 1"):
+        redeploy(operator, deployment, extra_args=["--data-parallel-size=0"])

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deployments import units
-from deployments.engine_flags import KNOWN, EngineArgRefused, normalise_extra_args, plan_from_argv
-from hosts.simulator.state import parse_vllm_argv
+from deployments.engine_flags import KNOWN, EngineArgRefused, normalise_extra_args
+from deployments.serving_plan import plan_from_argv
+from simulator.state import parse_vllm_argv
 
 MODEL = "/models/moonshotai/Kimi-K2.5-NVFP4"
 SERVED = "kimi-k2.5"
@@ -89,7 +90,14 @@ def rendered_argv(extra: list[str]) -> list[str]:
     return shlex.split(units.exec_start(spec))
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomised so that CI runs the same examples every time; widen max_examples locally to
+# explore (20,000 examples found the data-parallel 0 case the fit check now refuses).
+@settings(
+    max_examples=1500,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(argument_lists())
 def test_no_accepted_argument_list_changes_what_serves(args: list[str]) -> None:
     try:

@@ -9,10 +9,11 @@ import pytest
 from controlplane.audit.models import AuditEvent
 from deployments import runner, services
 from deployments.choices import ChangeStatus
-from deployments.models import ChangeRequest, HostLease, ModelArtifact
+from deployments.models import HostLease, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host
 from tests.fleet import register
+from tests.waiting import wait_for_change, wait_until
 
 pytestmark = pytest.mark.integration
 UNIT = "vllm-kimi-k25.service"
@@ -24,16 +25,6 @@ def probe(host):
     snapshot = host_services.host_probe(host=host, trigger="manual")
     assert snapshot.status == "ok", snapshot.error
     return snapshot
-
-
-def wait_until_finished(change, timeout: float = 60.0) -> ChangeRequest:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        change.refresh_from_db()
-        if change.status not in (ChangeStatus.QUEUED, ChangeStatus.RUNNING):
-            return change
-        time.sleep(0.1)
-    raise AssertionError(f"change #{change.pk} still {change.status}")
 
 
 def model(variant: str, name: str = "moonshotai/Kimi-K2.5") -> ModelArtifact:
@@ -64,7 +55,7 @@ def request_swap(operator, approver, fleet, variant="INT4", name="moonshotai/Kim
 
 def test_a_two_person_model_swap_end_to_end(make_fleet, celery_worker, operator, approver):
     fleet = register(make_fleet(1))
-    change = wait_until_finished(request_swap(operator, approver, fleet))
+    change = wait_for_change(request_swap(operator, approver, fleet))
     assert change.status == ChangeStatus.SUCCEEDED, change.status_reason
     assert served(fleet) == (["kimi-k2.5"], "/models/moonshotai/Kimi-K2.5-INT4")
     after = change.after_snapshot
@@ -108,7 +99,7 @@ def test_drift_between_decision_and_execution_aborts_before_any_destructive_comm
     change = services.change_request_create(
         user=operator, deployment=deployment, kind="restart", snapshot=snapshot, reason="patch"
     )
-    change = wait_until_finished(change)
+    change = wait_for_change(change)
     assert change.status == ChangeStatus.DRIFTED
     fields = {d["field"] for d in change.drift_report}
     assert f"{UNIT}.main_pid" in fields
@@ -124,7 +115,7 @@ def test_a_service_that_crashes_on_start_is_rolled_back(
     # The new build crashes on start; the one it replaces still starts fine.
     fleet.set_fault("gpu-01", "crash_on_start", models=["/models/moonshotai/Kimi-K2.5-INT4"])
     change = request_swap(operator, approver, fleet)
-    change = wait_until_finished(change)
+    change = wait_for_change(change)
     assert change.status == ChangeStatus.ROLLED_BACK, change.status_reason
     assert served(fleet) == (["kimi-k2.5"], "/models/moonshotai/Kimi-K2.5-NVFP4")
     journal_step = change.steps.filter(name__startswith="wait for /health", status="failed").first()
@@ -138,7 +129,7 @@ def test_an_incoherent_model_is_rolled_back(make_fleet, celery_worker, operator,
     fleet = register(make_fleet(1))
     fleet.set_fault("gpu-01", "incoherent", models=["/models/Qwen/Qwen3-235B-A22B-FP8"])
     change = request_swap(operator, approver, fleet, "FP8", "Qwen/Qwen3-235B-A22B")
-    change = wait_until_finished(change)
+    change = wait_for_change(change)
     assert change.status == ChangeStatus.ROLLED_BACK, change.status_reason
     assert "incoherent" in change.status_reason
     assert served(fleet) == (["kimi-k2.5"], "/models/moonshotai/Kimi-K2.5-NVFP4")
@@ -162,10 +153,9 @@ def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
             user=operator, deployment=deployment, kind="restart",
             snapshot=probe(deployment.host), reason="restart while loading",
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while not change.steps.filter(name__startswith="wait for /health").exists():
-            assert time.monotonic() < deadline, w.output()
-            time.sleep(0.1)
+        wait_until(
+            change.steps.filter(name__startswith="wait for /health").exists, explain=w.output
+        )
         assert runner.recover_interrupted() == []  # alive: its heartbeat beats
         w.kill()
         killed = time.monotonic()
@@ -194,7 +184,7 @@ def test_a_hostile_unit_name_that_bypassed_validation_never_reaches_the_host(
     # Written straight to the table, as a compromised admin or a bad migration might.
     Deployment.objects.filter(pk=deployment.pk).update(unit="x;reboot $(id).service")
     fleet.clear_command_log("gpu-01")
-    change = wait_until_finished(change)
+    change = wait_for_change(change)
     assert change.status == ChangeStatus.FAILED
     assert "refusing to send unit name" in change.status_reason
     assert not any("reboot" in line for line in fleet.command_log("gpu-01"))

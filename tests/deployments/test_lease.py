@@ -87,3 +87,37 @@ def test_a_slow_command_keeps_the_host_and_no_recovery_can_take_it(
     assert checks > 20  # the job held the host for many lease lengths
     assert not AuditEvent.objects.filter(action="change.interrupted").exists()
     assert HostLease.objects.get(host=change.host).holder is None
+
+
+@pytest.mark.integration
+def test_two_workers_given_the_same_change_run_it_once(make_fleet, operator, transactional_db):
+    """A redelivered task (acks_late) reaches a second worker while the first runs it."""
+    fleet = register(make_fleet(1))
+    deployment = fleet.deployments[0]
+    snapshot = host_services.host_probe(host=deployment.host, trigger="manual")
+    change = services.change_request_create(
+        user=operator, deployment=deployment, kind="restart", snapshot=snapshot,
+        reason="pick up the new driver",
+    )  # fmt: skip
+    fleet.clear_command_log("gpu-01")
+    barrier = threading.Barrier(2)
+    results: list[object] = []
+
+    def execute() -> None:
+        try:
+            barrier.wait()
+            results.append(runner.change_execute(change_id=change.pk))
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=execute) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(r is None for r in results) == [False, True]
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.SUCCEEDED, change.status_reason
+    restarts = [c for c in fleet.command_log("gpu-01") if "systemctl restart" in c]
+    assert len(restarts) == 1
+    assert AuditEvent.objects.filter(action="change.started", target_id=str(change.pk)).count() == 1

@@ -56,16 +56,6 @@ ZWSP = "\u200b" * 12
 
 
 @pytest.fixture
-def catalog(db):
-    return f.make_catalog()
-
-
-@pytest.fixture
-def deployment(catalog):
-    return f.make_deployment(f.make_host("gpu-01"), catalog["NVFP4"])
-
-
-@pytest.fixture
 def swap(operator, deployment, catalog):
     return services.change_request_create(
         user=operator, deployment=deployment, kind="model_swap",
@@ -110,10 +100,15 @@ def test_break_glass_needs_ten_visible_characters(swap, admin_user):
 
 
 def test_accepting_a_host_key_needs_a_visible_reason(db, admin_user):
-    host = Host.objects.create(name="gpu-key", address="127.0.0.1")
     public = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
-    with pytest.raises(ValidationError, match="accepting a host key needs visible text"):
-        host_services.host_key_accept(host=host, key=public, actor=admin_user, reason=ZWSP)
+    host = Host.objects.create(name="gpu-key", address="127.0.0.1", presented_host_key=public)
+    with pytest.raises(host_services.HostRefused, match="accepting a host key needs visible"):
+        host_services.host_key_accept(
+            host=host,
+            actor=admin_user,
+            reason=ZWSP,
+            reviewed_fingerprint=host.presented_key_fingerprint,
+        )
     host.refresh_from_db()
     assert host.host_key == "" and not AuditEvent.objects.filter(action="host.key_accepted")
 

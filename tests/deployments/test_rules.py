@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 import time_machine
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
 from deployments import runner, services
@@ -17,21 +18,6 @@ from hosts.probe import ProbeOutcome
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def catalog():
-    return f.make_catalog()
-
-
-@pytest.fixture
-def host():
-    return f.make_host("gpu-01")
-
-
-@pytest.fixture
-def deployment(host, catalog):
-    return f.make_deployment(host, catalog["NVFP4"])
 
 
 def swap(operator, deployment, snapshot, model, **kwargs):
@@ -297,12 +283,46 @@ def test_a_snapshot_gone_stale_by_execution_start_stops_the_job(
     assert AuditEvent.objects.filter(action="change.failed", target_id=str(change.pk)).exists()
 
 
-def test_executing_twice_runs_once(operator, deployment, host, settings):
-    change = restart(operator, deployment, f.make_snapshot(host))
-    with time_machine.travel(dt.timedelta(seconds=settings.SNAPSHOT_MAX_AGE_SECONDS + 5)):
-        assert runner.change_execute(change_id=change.pk) is not None
-        assert runner.change_execute(change_id=change.pk) is None
-    assert change.steps.count() == 1
+def test_parameters_changed_after_the_request_cannot_be_approved(
+    operator, approver, deployment, host, catalog
+):
+    change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
+    # Edited behind the service's back: the unit the approver would be approving is another.
+    ChangeRequest.objects.filter(pk=change.pk).update(params={"benchmark": True})
+    with pytest.raises(services.ChangeRefused, match="parameters changed after it was made"):
+        services.change_request_approve(
+            change=change, approver=approver, snapshot=f.make_snapshot(host), reason="fits"
+        )
+    assert not Approval.objects.exists()
+
+
+def test_parameters_changed_after_the_approval_stop_the_job(
+    operator, approver, deployment, host, catalog
+):
+    change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
+    services.change_request_approve(
+        change=change, approver=approver, snapshot=f.make_snapshot(host), reason="fits"
+    )
+    ChangeRequest.objects.filter(pk=change.pk).update(params={"benchmark": True})
+    runner.change_execute(change_id=change.pk)
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.FAILED
+    assert change.status_reason == "the parameters changed after approval"
+    assert not HostLease.objects.filter(host=host, holder__isnull=False).exists()
+
+
+def test_a_voided_approval_does_not_let_the_job_run(operator, approver, deployment, host, catalog):
+    change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
+    services.change_request_approve(
+        change=change, approver=approver, snapshot=f.make_snapshot(host), reason="fits"
+    )
+    Approval.objects.filter(change=change).update(
+        voided_at=timezone.now(), void_reason="voided by a later probe"
+    )
+    runner.change_execute(change_id=change.pk)
+    change.refresh_from_db()
+    assert change.status == ChangeStatus.FAILED
+    assert "no valid approval" in change.status_reason
 
 
 def test_a_job_whose_worker_died_is_marked_interrupted_and_frees_the_host(

@@ -13,16 +13,6 @@ from tests import factories as f
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def catalog():
-    return f.make_catalog()
-
-
-@pytest.fixture
-def deployment(catalog):
-    return f.make_deployment(f.make_host("gpu-01"), catalog["NVFP4"])
-
-
 def form_url(deployment, kind):
     return reverse("deployments:change_form", args=[deployment.pk, kind])
 

@@ -119,7 +119,10 @@ def test_an_unknown_host_key_waits_for_acceptance(registered_fleet, admin_user):
     presented = registered_fleet.host_public_key("gpu-02")
     assert host.presented_host_key == presented
     services.host_key_accept(
-        host=host, key=host.presented_host_key, actor=admin_user, reason="checked on the console"
+        host=host,
+        actor=admin_user,
+        reason="checked on the console",
+        reviewed_fingerprint=host.presented_key_fingerprint,
     )
     assert probe(host).status == SnapshotStatus.OK
 

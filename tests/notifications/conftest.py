@@ -25,6 +25,7 @@ from controlplane.celery import app
 from controlplane.notifications import services, signing
 from controlplane.notifications.choices import EventType
 from controlplane.notifications.models import WebhookDelivery, WebhookEndpoint
+from tests.waiting import wait_until
 from tests.workers import WorkerProcess, private_worker
 
 SECRET = "whsec-test-0123456789abcdef"
@@ -76,11 +77,11 @@ class Receiver:
             return [r for r in self.requests if event is None or r.event == event]
 
     def wait_for(self, event: str, count: int = 1, timeout: float = 30.0) -> list[Received]:
-        deadline = time.monotonic() + timeout
-        while len(self.received(event)) < count:
-            assert time.monotonic() < deadline, f"{event}: got {self.received()}"
-            time.sleep(0.05)
-        return self.received(event)
+        return wait_until(
+            lambda: len(self.received(event)) >= count and self.received(event),
+            timeout=timeout,
+            explain=lambda: f"{event}: got {self.received()}",
+        )
 
 
 @pytest.fixture
@@ -186,10 +187,14 @@ def broker_down() -> Iterator[None]:
 
 def wait_until_settled(timeout: float = 30.0) -> list[WebhookDelivery]:
     """All deliveries succeeded or failed (none pending or retrying)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def settled() -> list[WebhookDelivery]:
         deliveries = list(WebhookDelivery.objects.order_by("id"))
-        if deliveries and all(d.status in ("succeeded", "failed") for d in deliveries):
-            return deliveries
-        assert time.monotonic() < deadline, [(d.pk, d.event_type, d.status) for d in deliveries]
-        time.sleep(0.05)
+        done = deliveries and all(d.status in ("succeeded", "failed") for d in deliveries)
+        return deliveries if done else []
+
+    return wait_until(
+        settled,
+        timeout=timeout,
+        explain=lambda: [(d.pk, d.event_type, d.status) for d in WebhookDelivery.objects.all()],
+    )

@@ -18,6 +18,7 @@ from deployments.models import ChangeRequest, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host
 from tests.fleet import register
+from tests.waiting import wait_for_change
 
 from .conftest import SECRET, broker_down, queued_messages, wait_until_settled
 
@@ -43,16 +44,6 @@ def request_swap(operator, deployment):
     )
 
 
-def wait_for_job(change, timeout: float = 60.0) -> ChangeRequest:
-    deadline = time.monotonic() + timeout
-    while True:
-        change.refresh_from_db()
-        if change.status not in (ChangeStatus.QUEUED, ChangeStatus.RUNNING):
-            return change
-        assert time.monotonic() < deadline, change.status
-        time.sleep(0.1)
-
-
 def test_a_model_swap_notifies_each_step_once_signed(
     make_fleet, webhook_worker, receiver, make_endpoint, operator, approver
 ):
@@ -63,7 +54,7 @@ def test_a_model_swap_notifies_each_step_once_signed(
     change_services.change_request_approve(
         change=change, approver=approver, snapshot=probe(change.host), reason="looks fine"
     )
-    change = wait_for_job(change)
+    change = wait_for_change(change)
     assert change.status == ChangeStatus.SUCCEEDED, change.status_reason
     receiver.wait_for("job.finished")
     deliveries = wait_until_settled()

@@ -10,7 +10,7 @@ from controlplane.audit.models import AuditEvent
 from controlplane.notifications.events import Notification, might_notify, notifications_for
 from deployments import services as change_services
 from hosts.models import StateSnapshot
-from hosts.state import canonical_digest
+from hosts.state import snapshot_digest
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -179,7 +179,7 @@ def _probe_event(host, status: str, error: str = "") -> AuditEvent:
         trigger="schedule",
         duration_ms=5,
         parsed=parsed,
-        digest=canonical_digest(parsed),
+        digest=snapshot_digest(parsed),
         error=error,
     )
     snapshot.save()

@@ -1,2 +1,2 @@
-"""The JSON API's views, one module per resource, and the token page. Views parse the request,
-call one service or selector, and render; refusals become statuses in controlplane.api.errors."""
+"""The API's own views: the root, the shared base class and the token page. Each app's views
+live beside it (hosts.api, deployments.api, controlplane.audit.api)."""

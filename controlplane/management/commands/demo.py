@@ -1,11 +1,16 @@
 """python manage.py demo: the whole product on one machine, in the foreground.
 
 Migrates, creates the demo users, then runs a simulated fleet (registered), a Celery worker,
-Celery beat and the web server as child processes until Ctrl-C.
+Celery beat and the web server as child processes until Ctrl-C or SIGTERM (as Docker and
+systemd stop it). Every child stops with it, even if the demo itself is killed, and a second
+demo in the same project refuses to start while the first one runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
 import io
 import json
 import os
@@ -15,12 +20,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import IO, Any
 from urllib.parse import urlparse
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when its parent dies
 
 
 def _reachable(url: str, timeout: float = 1.0) -> bool:
@@ -34,6 +42,17 @@ def _reachable(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the demo dies, however it dies (Linux)."""
+    # Not Linux: no prctl, and the demo's own SIGTERM handler still stops its children.
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT reached the demo."""
+
+
 class Command(BaseCommand):
     help = "Run web, worker, beat and a simulated GPU fleet for a local demo."
 
@@ -45,95 +64,115 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         run_dir = Path(settings.BASE_DIR) / ".run"
         run_dir.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        if not _reachable(settings.CELERY_BROKER_URL):
-            broker_dir = run_dir / "broker"
-            broker_dir.mkdir(exist_ok=True)
-            env["CELERY_BROKER_URL"] = "filesystem://"
-            env["CELERY_BROKER_TRANSPORT_OPTIONS"] = json.dumps(
-                {
-                    "data_folder_in": str(broker_dir),
-                    "data_folder_out": str(broker_dir),
-                    "control_folder": str(broker_dir / "control"),
-                }
-            )
-            self.stdout.write(
-                self.style.WARNING(
-                    f"Redis is not reachable at {settings.CELERY_BROKER_URL}: using a file-system "
-                    f"broker in {broker_dir} instead (fine for one machine, not for production)."
-                )
-            )
+        lock = self._single_instance(run_dir)
+        env = self._environment(run_dir)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("demo_users", stdout=io.StringIO())
-        py = sys.executable
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
-        celery = str(Path(py).with_name("celery"))
         procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-        def start(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-            proc = subprocess.Popen(argv, env=env, cwd=settings.BASE_DIR)
-            procs.append((name, proc))
-            return proc
-
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            fleet = start(
-                "fleet",
-                [
-                    py,
-                    manage,
-                    "simfleet",
-                    "--hosts",
-                    str(options["hosts"]),
-                    "--base-port",
-                    str(options["base_port"]),
-                    "--register",
-                ],
-            )
-            self._wait_for_port(options["base_port"] + options["hosts"] - 1, fleet)
-            start("worker", [celery, "-A", "controlplane", "worker", "-l", "warning", "-c", "2"])
-            start(
-                "beat",
-                [
-                    celery,
-                    "-A",
-                    "controlplane",
-                    "beat",
-                    "-l",
-                    "warning",
-                    "-s",
-                    str(run_dir / "celerybeat-schedule"),
-                ],
-            )
-            start("web", [py, manage, "runserver", options["bind"], "--noreload"])
+            for name, argv in self._children(run_dir, options):
+                procs.append((name, subprocess.Popen(argv, env=env, cwd=settings.BASE_DIR,
+                                                     preexec_fn=_die_with_parent)))  # fmt: skip
+                if name == "fleet":
+                    self._wait_for_port(options["base_port"] + options["hosts"] - 1, procs[-1][1])
             self._banner(options["bind"])
             while all(p.poll() is None for _, p in procs):
                 time.sleep(0.5)
             dead = [name for name, p in procs if p.poll() is not None]
             self.stderr.write(f"{', '.join(dead)} stopped; shutting the demo down.")
-        except KeyboardInterrupt:
+        except (_Stop, KeyboardInterrupt):
             self.stdout.write("\nStopping...")
         finally:
-            for _, proc in reversed(procs):
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-            for _, proc in procs:
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            _stop_all(procs)
+            lock.close()
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    def _single_instance(self, run_dir: Path) -> IO[str]:
+        """Hold an exclusive lock on .run/demo.lock for as long as this demo runs."""
+        lock = (run_dir / "demo.lock").open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            lock.close()
+            raise CommandError(
+                "another demo is already running in this project (stop it first: Ctrl-C or "
+                "SIGTERM); two would share the fleet's ports and one beat schedule"
+            ) from exc
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        return lock
+
+    def _environment(self, run_dir: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        if _reachable(settings.CELERY_BROKER_URL):
+            return env
+        broker_dir = run_dir / "broker"
+        broker_dir.mkdir(exist_ok=True)
+        env["CELERY_BROKER_URL"] = "filesystem://"
+        env["CELERY_BROKER_TRANSPORT_OPTIONS"] = json.dumps(
+            {
+                "data_folder_in": str(broker_dir),
+                "data_folder_out": str(broker_dir),
+                "control_folder": str(broker_dir / "control"),
+            }
+        )
+        self.stdout.write(
+            self.style.WARNING(
+                f"Redis is not reachable at {settings.CELERY_BROKER_URL}: using a file-system "
+                f"broker in {broker_dir} instead (fine for one machine, not for production)."
+            )
+        )
+        return env
+
+    def _children(self, run_dir: Path, options: dict[str, Any]) -> list[tuple[str, list[str]]]:
+        py = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        celery = str(Path(py).with_name("celery"))
+        fleet = [py, manage, "simfleet", "--hosts", str(options["hosts"]),
+                 "--base-port", str(options["base_port"]), "--register"]  # fmt: skip
+        beat = [celery, "-A", "controlplane", "beat", "-l", "warning",
+                "-s", str(run_dir / "celerybeat-schedule"),
+                "--pidfile", str(run_dir / "celerybeat.pid")]  # fmt: skip
+        return [
+            ("fleet", fleet),
+            ("worker", [celery, "-A", "controlplane", "worker", "-l", "warning", "-c", "2"]),
+            ("beat", beat),
+            ("web", [py, manage, "runserver", options["bind"], "--noreload"]),
+        ]
 
     def _wait_for_port(self, port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise SystemExit("the simulated fleet failed to start")
+                raise CommandError("the simulated fleet failed to start")
             if _reachable(f"tcp://127.0.0.1:{port}", 0.2):
                 return
             time.sleep(0.2)
-        raise SystemExit("the simulated fleet did not start listening in time")
+        raise CommandError("the simulated fleet did not start listening in time")
 
     def _banner(self, bind: str) -> None:
         self.stdout.write(self.style.SUCCESS(f"\nControl plane: http://{bind}/"))
         self.stdout.write("Demo logins (user / password / role):")
         call_command("demo_users", stdout=self.stdout)
         self.stdout.write("Ctrl-C stops everything.\n")
+
+
+def _stop_all(procs: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+    """SIGTERM every child that still runs (web first, fleet last), then wait; SIGKILL what
+    does not stop within ten seconds."""
+    for _, proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for _, proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -1,0 +1,326 @@
+"""The model catalog, deployments and their revisions; change requests: what a request
+carries in, what a change looks like out, and refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from controlplane.api.errors import RefusalSerializer
+from controlplane.api.fields import RowField
+from deployments.choices import ApprovalDecision, ChangeKind, ChangeStatus, StepStatus
+from deployments.engine_flags import validate_extra_args
+from deployments.models import (
+    Approval,
+    ChangeRequest,
+    Deployment,
+    DeploymentRevision,
+    JobStep,
+    ModelArtifact,
+)
+from hosts.models import StateSnapshot
+
+# --- the catalog and deployments -----------------------------------------------------------
+
+
+class ModelArtifactSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ModelArtifact
+        fields = [
+            "id",
+            "name",
+            "variant",
+            "weights_gib",
+            "path",
+            "served_name",
+            "engine",
+            "smoke_prompt",
+            "smoke_expect",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class ModelBriefSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ModelArtifact
+        fields = ["id", "name", "variant", "served_name", "weights_gib"]
+        read_only_fields = fields
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    model = ModelBriefSerializer(read_only=True)
+    extra_args = serializers.ListField(child=serializers.CharField(), read_only=True)
+    benchmark = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = DeploymentRevision
+        fields = [
+            "number",
+            "model",
+            "engine_binary",
+            "tensor_parallel_size",
+            "max_model_len",
+            "port",
+            "extra_args",
+            "unit_sha256",
+            "unit_text",
+            "created_by",
+            "created_at",
+            "benchmark",
+        ]
+        read_only_fields = fields
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    model = ModelBriefSerializer(read_only=True)
+    extra_args = serializers.ListField(child=serializers.CharField(), read_only=True)
+    current_revision = RevisionSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Deployment
+        fields = [
+            "id",
+            "host",
+            "unit",
+            "model",
+            "engine_binary",
+            "engine_python",
+            "engine_dist",
+            "tensor_parallel_size",
+            "max_model_len",
+            "port",
+            "extra_args",
+            "load_timeout_seconds",
+            "current_revision",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+# --- change requests -----------------------------------------------------------------------
+
+REASON_MAX = 2000
+# The kinds whose unit file the request may shape (the form offers these fields for them only).
+SHAPING_KINDS = {ChangeKind.MODEL_SWAP, ChangeKind.REDEPLOY}
+
+
+# --- in ------------------------------------------------------------------------------------
+
+
+class ChangeCreateSerializer(serializers.Serializer):
+    deployment_id = RowField(
+        queryset=Deployment.objects.select_related("host", "model", "current_revision")
+    )
+    kind = serializers.ChoiceField(choices=ChangeKind.choices)
+    snapshot_id = RowField(
+        queryset=StateSnapshot.objects.select_related("host"),
+        help_text="The snapshot of the deployment's host this decision rests on; it must be "
+        "ok and fresh.",
+    )
+    reason = serializers.CharField(max_length=REASON_MAX)
+    model_id = RowField(
+        queryset=ModelArtifact.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="The model to swap to (model_swap only).",
+    )
+    tensor_parallel_size = serializers.IntegerField(
+        min_value=1, max_value=64, required=False, allow_null=True
+    )
+    max_model_len = serializers.IntegerField(
+        min_value=256, max_value=10_000_000, required=False, allow_null=True
+    )
+    extra_args = serializers.ListField(
+        child=serializers.CharField(max_length=300),
+        max_length=64,
+        required=False,
+        allow_null=True,
+        help_text="Engine flags, each --flag or --flag=value.",
+    )
+    acknowledge_busy = serializers.BooleanField(
+        required=False, default=False, help_text="Go ahead although requests are in flight."
+    )
+    benchmark = serializers.BooleanField(
+        required=False, default=False, help_text="Measure throughput after the change."
+    )
+
+    def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        try:
+            validate_extra_args(value)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from exc
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs["kind"]
+        errors: dict[str, str] = {}
+        if kind == ChangeKind.MODEL_SWAP and attrs.get("model_id") is None:
+            errors["model_id"] = "A model swap needs the model to swap to."
+        if kind != ChangeKind.MODEL_SWAP and attrs.get("model_id") is not None:
+            errors["model_id"] = "Only a model swap takes a model."
+        if kind not in SHAPING_KINDS:
+            for name in ("tensor_parallel_size", "max_model_len", "extra_args"):
+                if attrs.get(name) is not None:
+                    errors[name] = "Only model_swap and redeploy take this."
+            if attrs.get("benchmark"):
+                errors["benchmark"] = "Only model_swap and redeploy take this."
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    def service_arguments(self) -> dict[str, Any]:
+        """The validated input, named as change_request_create takes it."""
+        data = dict(self.validated_data)
+        return {
+            "deployment": data["deployment_id"],
+            "kind": data["kind"],
+            "snapshot": data["snapshot_id"],
+            "reason": data["reason"],
+            "model": data.get("model_id"),
+            "tensor_parallel_size": data.get("tensor_parallel_size"),
+            "max_model_len": data.get("max_model_len"),
+            "extra_args": data.get("extra_args"),
+            "acknowledge_busy": data["acknowledge_busy"],
+            "benchmark": data["benchmark"],
+        }
+
+
+class ApproveSerializer(serializers.Serializer):
+    snapshot_id = RowField(
+        queryset=StateSnapshot.objects.select_related("host"),
+        help_text="The host's snapshot the approver reviewed; it must be ok, fresh and "
+        "materially the same as the request's.",
+    )
+    reason = serializers.CharField(max_length=REASON_MAX)
+
+
+class RejectSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=REASON_MAX)
+
+
+class BreakGlassSerializer(serializers.Serializer):
+    snapshot_id = RowField(queryset=StateSnapshot.objects.select_related("host"))
+    reason = serializers.CharField(
+        max_length=REASON_MAX, help_text="Why the two-person rule is bypassed (10+ characters)."
+    )
+
+
+class ChangeFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=ChangeStatus.choices, required=False)
+    host = serializers.CharField(required=False, max_length=63, help_text="A host's name.")
+
+
+# --- out -----------------------------------------------------------------------------------
+
+
+class JobStepSerializer(serializers.ModelSerializer):
+    status = serializers.ChoiceField(choices=StepStatus.choices, read_only=True)
+
+    class Meta:
+        model = JobStep
+        fields = [
+            "seq",
+            "name",
+            "status",
+            "command",
+            "output",
+            "exit_status",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class ApprovalSerializer(serializers.ModelSerializer):
+    decision = serializers.ChoiceField(choices=ApprovalDecision.choices, read_only=True)
+    approver = serializers.CharField(source="approver_name", read_only=True)
+    snapshot_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Approval
+        fields = [
+            "approver",
+            "decision",
+            "reason",
+            "snapshot_id",
+            "snapshot_digest",
+            "params_digest",
+            "created_at",
+            "expires_at",
+            "voided_at",
+            "void_reason",
+        ]
+        read_only_fields = fields
+
+
+class ChangeSerializer(serializers.ModelSerializer):
+    host = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    deployment_id = serializers.IntegerField(read_only=True)
+    unit = serializers.CharField(source="deployment.unit", read_only=True)
+    kind = serializers.ChoiceField(choices=ChangeKind.choices, read_only=True)
+    status = serializers.ChoiceField(choices=ChangeStatus.choices, read_only=True)
+    requested_by = serializers.CharField(source="requested_by_name", read_only=True)
+    snapshot_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = ChangeRequest
+        fields = [
+            "id",
+            "host",
+            "deployment_id",
+            "unit",
+            "kind",
+            "status",
+            "status_reason",
+            "reason",
+            "requested_by",
+            "needs_approval",
+            "snapshot_id",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class ChangeDetailSerializer(ChangeSerializer):
+    from_revision = RevisionSerializer(read_only=True, allow_null=True)
+    target_revision = RevisionSerializer(read_only=True, allow_null=True)
+    params = serializers.JSONField(read_only=True)
+    drift_report = serializers.JSONField(
+        read_only=True, help_text="Field-by-field differences, when the host drifted."
+    )
+    before_snapshot_id = serializers.IntegerField(read_only=True, allow_null=True)
+    after_snapshot_id = serializers.IntegerField(read_only=True, allow_null=True)
+    steps = JobStepSerializer(many=True, read_only=True)
+    approvals = ApprovalSerializer(many=True, read_only=True)
+
+    class Meta(ChangeSerializer.Meta):
+        fields = [
+            *ChangeSerializer.Meta.fields,
+            "from_revision",
+            "target_revision",
+            "params",
+            "params_digest",
+            "busy_acknowledged",
+            "cancel_requested",
+            "drift_report",
+            "correlation_id",
+            "before_snapshot_id",
+            "after_snapshot_id",
+            "steps",
+            "approvals",
+        ]
+        read_only_fields = fields
+
+
+class DecisionRefusalSerializer(RefusalSerializer):
+    """A refused decision; with code `drifted`, also the change, now marked drifted."""
+
+    change = ChangeDetailSerializer(required=False)

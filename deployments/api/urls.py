@@ -1,0 +1,26 @@
+"""Deployments, the model catalog and change requests, in the `api` namespace."""
+
+from django.urls import URLPattern, path
+
+from controlplane.api.views.base import endpoint
+
+from . import views
+
+urlpatterns: list[URLPattern] = [
+    # deployments and the model catalog
+    path("deployments/", endpoint(views.DeploymentList), name="deployment-list"),
+    path("deployments/<int:pk>/", endpoint(views.DeploymentDetail), name="deployment-detail"),
+    path("models/", endpoint(views.ModelList), name="model-list"),
+    path("models/<int:pk>/", endpoint(views.ModelDetail), name="model-detail"),
+    # change requests
+    path("changes/", endpoint(views.ChangeList), name="change-list"),
+    path("changes/<int:pk>/", endpoint(views.ChangeDetail), name="change-detail"),
+    path("changes/<int:pk>/approve/", endpoint(views.ChangeApprove), name="change-approve"),
+    path("changes/<int:pk>/reject/", endpoint(views.ChangeReject), name="change-reject"),
+    path(
+        "changes/<int:pk>/break-glass/",
+        endpoint(views.ChangeBreakGlass),
+        name="change-break-glass",
+    ),
+    path("changes/<int:pk>/cancel/", endpoint(views.ChangeCancel), name="change-cancel"),
+]

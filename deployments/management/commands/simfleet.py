@@ -1,0 +1,137 @@
+"""python manage.py simfleet: simulated GPU hosts as SSH servers, until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from simulator.server import SimFleet, host_names
+from simulator.state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS
+
+
+def _parse_faults(values: list[str], names: list[str]) -> dict[str, list[str]]:
+    faults: dict[str, list[str]] = {}
+    for value in values:
+        name, sep, fault = value.partition("=")
+        if not sep or name not in names or fault not in FAULTS:
+            raise CommandError(
+                f"--fault {value!r}: use HOST=FAULT with a host of this fleet (e.g. {names[0]}) "
+                f"and one of: {', '.join(FAULTS)}"
+            )
+        faults.setdefault(name, []).append(fault)
+    return faults
+
+
+class Command(BaseCommand):
+    help = (
+        "Run N simulated 8-GPU inference hosts as SSH servers on consecutive ports "
+        "(gpu-01 on --base-port, gpu-02 on the next, ...) until interrupted."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--hosts", type=int, default=4, help="number of hosts (default 4)")
+        parser.add_argument("--base-port", type=int, default=2201, help="port of the first host")
+        parser.add_argument(
+            "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+        )
+        parser.add_argument(
+            "--address",
+            default="",
+            help="address the control plane should use for the hosts when registering "
+            "(default: the bind address, or 127.0.0.1 when binding all interfaces)",
+        )
+        parser.add_argument(
+            "--register",
+            action="store_true",
+            help="add the hosts, their credential, pinned keys, the model catalog and one "
+            "deployment per host to the database (idempotent)",
+        )
+        parser.add_argument(
+            "--state-dir",
+            default="",
+            help="where host keys and the client key live (default .run/simfleet/)",
+        )
+        parser.add_argument(
+            "--load-seconds",
+            type=float,
+            default=DEFAULT_LOAD_SECONDS,
+            help=f"how long a model takes to load (default {DEFAULT_LOAD_SECONDS:g})",
+        )
+        parser.add_argument(
+            "--slow-seconds",
+            type=float,
+            default=DEFAULT_SLOW_SECONDS,
+            help="delay per command on hosts with the slow fault "
+            f"(default {DEFAULT_SLOW_SECONDS:g})",
+        )
+        parser.add_argument(
+            "--fault",
+            action="append",
+            default=[],
+            metavar="HOST=FAULT",
+            help=f"start with a fault switched on; repeatable. Faults: {', '.join(FAULTS)}",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        count = options["hosts"]
+        base_port = options["base_port"]
+        if count < 1:
+            raise CommandError("--hosts must be at least 1")
+        if not base_port >= 1 or base_port + count - 1 > 65535:
+            raise CommandError("--base-port leaves no room for that many hosts")
+        names = host_names(count)
+        faults = _parse_faults(options["fault"], names)
+        state_dir = Path(options["state_dir"] or Path(settings.BASE_DIR) / ".run" / "simfleet")
+        bind = options["bind"]
+        address = options["address"] or ("127.0.0.1" if bind in ("0.0.0.0", "") else bind)  # noqa: S104
+        started = time.monotonic()
+        fleet = SimFleet(
+            count,
+            base_port=base_port,
+            bind=bind,
+            state_dir=state_dir,
+            load_seconds=options["load_seconds"],
+            slow_seconds=options["slow_seconds"],
+            faults=faults,
+        )
+        if options["register"]:
+            from deployments.simfleet_registration import register_fleet
+
+            rows = register_fleet(
+                fleet.registration_info(),
+                client_private_key=fleet.client_private_key,
+                address=address,
+            )
+            self.stdout.write(f"simfleet: registered {len(rows)} hosts (credential 'simfleet')")
+        try:
+            asyncio.run(self._serve(fleet, started))
+        except OSError as exc:
+            raise CommandError(f"cannot listen: {exc}") from exc
+
+    async def _serve(self, fleet: SimFleet, started: float) -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await fleet.start()
+        first, last = fleet.hosts[0], fleet.hosts[-1]
+        self.stdout.write(
+            f"simfleet: {len(fleet.hosts)} hosts ({first.name}..{last.name}) listening on "
+            f"{fleet.bind}:{first.port}-{last.port}, ready in {time.monotonic() - started:.2f} s"
+        )
+        self.stdout.write(
+            f"simfleet: try `ssh -i {fleet.client_key_path} -p {first.port} "
+            f"-o StrictHostKeyChecking=no root@127.0.0.1 simctl status`; Ctrl-C stops"
+        )
+        self.stdout.flush()
+        try:
+            await stop.wait()
+        finally:
+            self.stdout.write("simfleet: shutting down")
+            await fleet.stop()

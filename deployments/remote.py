@@ -1,0 +1,79 @@
+"""What a change job sends to its host: every command fenced by the lease before it starts,
+the lease renewed while it runs, and the command line and output kept in the step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from controlplane.audit import context as audit_context
+from hosts import commands, parsers
+from hosts import services as host_services
+from hosts.choices import ProbeTrigger
+from hosts.models import Host, StateSnapshot
+from hosts.ssh import CommandResult
+from hosts.state import UnitState
+
+from . import lease as leases
+from .models import JobStep
+from .outcomes import VerificationFailed
+from .steps import MAX_OUTPUT_CHARS
+
+
+class HostShell:
+    def __init__(self, host: Host, lease: leases.Lease, correlation_id: str) -> None:
+        self.host = host
+        self.lease = lease
+        self.correlation_id = correlation_id
+
+    def run(
+        self,
+        step: JobStep,
+        argv: list[str],
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        self.lease.renew()
+        line = host_services.command_line_for(self.host, argv)
+        step.command = f"{step.command}\n{line}".strip()
+        result = host_services.host_run(
+            host=self.host,
+            argv=argv,
+            stdin=stdin,
+            timeout=min(timeout or settings.JOB_COMMAND_TIMEOUT_SECONDS, longest_command()),
+            heartbeat=self.lease.renew,
+            heartbeat_every=leases.heartbeat_every(),
+        )
+        step.exit_status = result.exit_status
+        step.output = (step.output + result.stdout + result.stderr)[-MAX_OUTPUT_CHARS:]
+        return result
+
+    def run_or_fail(self, step: JobStep, argv: list[str], **kwargs: Any) -> CommandResult:
+        result = self.run(step, argv, **kwargs)
+        if result.exit_status != 0:
+            raise VerificationFailed(f"`{commands.join(argv)}` exited {result.exit_status}")
+        return result
+
+    def unit_state(self, step: JobStep, unit: str) -> UnitState | None:
+        result = self.run(step, commands.unit_show(unit))
+        try:
+            return parsers.parse_systemctl_show(result.stdout, unit)
+        except parsers.ParseError:
+            return None
+
+    def probe(self) -> StateSnapshot:
+        """A snapshot taken for the job, in the job's audit thread, under its lease."""
+        with audit_context.acting(correlation_id=self.correlation_id):
+            self.lease.renew()
+            return host_services.host_probe(
+                host=self.host,
+                trigger=ProbeTrigger.JOB,
+                heartbeat=self.lease.renew,
+                heartbeat_every=leases.heartbeat_every(),
+            )
+
+
+def longest_command() -> float:
+    return float(max(settings.JOB_COMMAND_TIMEOUT_SECONDS, settings.SSH_COMMAND_TIMEOUT))

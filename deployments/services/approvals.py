@@ -1,0 +1,225 @@
+"""A second person's decision: approve, reject, or (an administrator) break the glass.
+
+An approval is bound to the request's parameters and to the snapshot the approver saw, which
+must be fresh and materially the same as the request's. It stops counting when it expires, or
+when a later probe of the host differs materially.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from controlplane.accounts.roles import APPROVER
+from controlplane.audit.actions import AuditAction
+from controlplane.canonical import canonical_digest
+from hosts import services as host_services
+from hosts.models import StateSnapshot
+from hosts.state import fingerprint_drift
+
+from .. import lifecycle
+from ..choices import ApprovalDecision, ChangeStatus
+from ..models import Approval, ChangeRequest
+from .refusals import (
+    ChangeRefused,
+    enqueue_on_commit,
+    lock_in_status,
+    require_reason,
+    require_role,
+    stale,
+)
+
+GRANTS = [ApprovalDecision.APPROVED, ApprovalDecision.BREAK_GLASS]
+
+
+def change_params_digest(change: ChangeRequest) -> str:
+    """What an approval is bound to: the action, the target and the exact unit file."""
+    value = {
+        "kind": change.kind,
+        "host": change.host_id,
+        "deployment": change.deployment_id,
+        "from_unit": getattr(change.from_revision, "unit_sha256", None),
+        "target_unit": getattr(change.target_revision, "unit_sha256", None),
+        "params": change.params,
+    }
+    return canonical_digest(value)
+
+
+def change_request_approve(
+    *, change: ChangeRequest, approver: Any, snapshot: StateSnapshot, reason: str
+) -> ChangeRequest:
+    """Approve on the snapshot the approver saw; it must be fresh and materially the same."""
+    require_role(approver, APPROVER, "Approving a change")
+    if change.requested_by_id == approver.pk:
+        raise ChangeRefused(
+            "the two-person rule: you cannot approve your own request", code="forbidden"
+        )
+    reason = require_reason(reason, "an approval")
+    return _grant(
+        change=change, user=approver, snapshot=snapshot, reason=reason,
+        decision=ApprovalDecision.APPROVED, action=AuditAction.CHANGE_APPROVED, when="approval",
+    )  # fmt: skip
+
+
+def change_request_break_glass(
+    *, change: ChangeRequest, admin: Any, snapshot: StateSnapshot, reason: str
+) -> ChangeRequest:
+    """The only way past the two-person rule: an admin, a written reason, a red audit event."""
+    if not getattr(admin, "is_superuser", False):
+        raise ChangeRefused("break-glass needs an administrator", code="forbidden")
+    reason = require_reason(reason, "break-glass", minimum=10)
+    return _grant(
+        change=change, user=admin, snapshot=snapshot, reason=reason,
+        decision=ApprovalDecision.BREAK_GLASS, action=AuditAction.CHANGE_BREAK_GLASS,
+        when="break-glass", alert=True,
+    )  # fmt: skip
+
+
+def _grant(
+    *,
+    change: ChangeRequest,
+    user: Any,
+    snapshot: StateSnapshot,
+    reason: str,
+    decision: str,
+    action: str,
+    when: str,
+    alert: bool = False,
+) -> ChangeRequest:
+    """Record an approval bound to the request's parameters and the snapshot `user` saw, and
+    queue the job; or mark the request drifted if that snapshot differs materially."""
+    with transaction.atomic():
+        change = lock_in_status(change, ChangeStatus.PENDING_APPROVAL)
+        if change.params_digest != change_params_digest(change):
+            raise ChangeRefused(
+                "the request's parameters changed after it was made", code="conflict"
+            )
+        try:
+            age = host_services.snapshot_require_fresh(snapshot=snapshot, host=change.host)
+        except host_services.SnapshotNotUsable as exc:
+            raise stale(exc) from exc
+        drift = fingerprint_drift(
+            change.snapshot.material_fingerprint(), snapshot.material_fingerprint()
+        )
+        if drift:
+            _mark_drifted(change, drift, snapshot=snapshot, actor=user, when=when)
+            return change
+        now = timezone.now()
+        Approval.objects.create(
+            change=change, approver=user, approver_name=user.get_username(), decision=decision,
+            reason=reason, snapshot=snapshot, snapshot_digest=snapshot.digest,
+            params_digest=change.params_digest, created_at=now,
+            expires_at=now + dt.timedelta(seconds=settings.APPROVAL_TTL_SECONDS),
+        )  # fmt: skip
+        data: dict[str, Any] = {
+            "reason": reason,
+            "snapshot_age_seconds": round(age, 3),
+            "params_digest": change.params_digest,
+            "expires_in_seconds": settings.APPROVAL_TTL_SECONDS,
+        }
+        if alert:
+            data["alert"] = True
+        try:
+            lifecycle.change_transition(
+                change=change, source=ChangeStatus.PENDING_APPROVAL, target=ChangeStatus.QUEUED,
+                action=action, actor=user, snapshot=snapshot, data=data,
+            )  # fmt: skip
+        except IntegrityError as exc:
+            raise ChangeRefused(
+                f"another job is queued or running on {change.host.name}; approve again once "
+                "it has finished",
+                code="conflict",
+            ) from exc
+        enqueue_on_commit(change)
+    return change
+
+
+def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) -> ChangeRequest:
+    require_role(approver, APPROVER, "Rejecting a change")
+    reason = require_reason(reason, "a rejection")
+    with transaction.atomic():
+        change = lock_in_status(change, ChangeStatus.PENDING_APPROVAL)
+        now = timezone.now()
+        Approval.objects.create(
+            change=change, approver=approver, approver_name=approver.get_username(),
+            decision=ApprovalDecision.REJECTED, reason=reason, snapshot=change.snapshot,
+            snapshot_digest=change.snapshot.digest, params_digest=change.params_digest,
+            created_at=now, expires_at=now,
+        )  # fmt: skip
+        lifecycle.change_transition(
+            change=change, source=ChangeStatus.PENDING_APPROVAL, target=ChangeStatus.REJECTED,
+            reason=reason, action=AuditAction.CHANGE_REJECTED, actor=approver,
+            snapshot=change.snapshot, data={"reason": reason},
+        )  # fmt: skip
+    return change
+
+
+def _mark_drifted(
+    change: ChangeRequest,
+    drift: list[dict[str, Any]],
+    *,
+    snapshot: StateSnapshot,
+    actor: Any,
+    when: str,
+) -> None:
+    lifecycle.change_transition(
+        change=change,
+        source=[ChangeStatus.PENDING_APPROVAL, ChangeStatus.QUEUED],
+        target=ChangeStatus.DRIFTED,
+        reason=f"the host changed between the request's snapshot and the {when} snapshot; "
+        "request the change again on the current state",
+        action=AuditAction.CHANGE_DRIFTED,
+        actor=actor,
+        snapshot=snapshot,
+        data={"when": when, "drift": drift, "decided_on_snapshot": change.snapshot_id},
+        fields={"drift_report": drift},
+    )
+
+
+def approval_valid(change: ChangeRequest, now: dt.datetime | None = None) -> Approval | None:
+    """The approval that lets this change run now, if any."""
+    now = now or timezone.now()
+    return (
+        change.approvals.filter(
+            decision__in=GRANTS,
+            voided_at__isnull=True,
+            expires_at__gt=now,
+            params_digest=change.params_digest,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def approvals_void_on_drift(*, snapshots: list[StateSnapshot]) -> int:
+    """A later probe that differs materially voids approvals of changes not yet running."""
+    latest = {s.host_id: s for s in snapshots if s.status == "ok"}
+    if not latest:
+        return 0
+    approvals = Approval.objects.select_related("change", "snapshot").filter(
+        change__host_id__in=list(latest),
+        change__status=ChangeStatus.QUEUED,
+        voided_at__isnull=True,
+        decision__in=GRANTS,
+    )
+    voided = 0
+    for approval in approvals:
+        snapshot = latest[approval.change.host_id]
+        drift = fingerprint_drift(
+            approval.snapshot.material_fingerprint(), snapshot.material_fingerprint()
+        )
+        if not drift:
+            continue
+        Approval.objects.filter(pk=approval.pk, voided_at__isnull=True).update(
+            voided_at=timezone.now(),
+            void_reason=f"snapshot #{snapshot.pk} differs materially from what the approver saw",
+        )
+        change = ChangeRequest.objects.select_related("host").get(pk=approval.change_id)
+        if change.status == ChangeStatus.QUEUED:
+            _mark_drifted(change, drift, snapshot=snapshot, actor=None, when="later probe")
+        voided += 1
+    return voided

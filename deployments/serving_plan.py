@@ -1,0 +1,275 @@
+"""What a unit serves, read from its command line the way the engine reads it, and what
+differs between two units. Pure: text in, dataclasses out.
+
+Approvals compare these plans (deployments.policy), the fit check sizes them
+(deployments.fit), and revisions are read back through them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .engine_flags import (
+    BOOLEAN,
+    FIT,
+    SENSITIVE,
+    EngineArgRefused,
+    base_flag,
+    check_harmless_list,
+    resolve_flag,
+)
+
+
+@dataclass(frozen=True)
+class ServingPlan:
+    """What an engine command line makes the server do, as far as approvals and fit care."""
+
+    engine: str  # vllm | sglang | unknown
+    binary: str | None = None  # the program ExecStart runs
+    model: str | None = None
+    served_names: tuple[str, ...] = ()
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_model_len: int | None = None
+    port: int | None = None
+    host: str | None = None  # None: the engine's default (every interface)
+    memory_fraction: float | None = None
+    flags: dict[str, str | None] = field(default_factory=dict)  # every other flag, canonical
+
+    @property
+    def gpus_needed(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    @property
+    def weight_shards(self) -> int:
+        """Each GPU holds 1/(tp*pp) of the weights; data-parallel replicas each hold a copy."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+_IDENTITY = {
+    "--model": "model",
+    "--model-path": "model",
+    "--model-tag": "model",
+    "--served-model-name": "served_names",
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "--tp-size": "tensor_parallel_size",
+    "--tp": "tensor_parallel_size",
+    "--pipeline-parallel-size": "pipeline_parallel_size",
+    "--pp-size": "pipeline_parallel_size",
+    "--data-parallel-size": "data_parallel_size",
+    "--dp-size": "data_parallel_size",
+    "--max-model-len": "max_model_len",
+    "--context-length": "max_model_len",
+    "--port": "port",
+    "--host": "host",
+    "--gpu-memory-utilization": "memory_fraction",
+    "--mem-fraction-static": "memory_fraction",
+}
+_SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size"}
+_SHORT |= {"-dp": "--data-parallel-size", "-q": "--quantization"}
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _engine_of(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """Which engine a command line starts, and the words after its sub-command."""
+    binary = argv[0].rsplit("/", 1)[-1]
+    rest = list(argv[1:])
+    if binary == "vllm" and rest[:1] == ["serve"]:
+        return "vllm", rest[1:]
+    if rest[:2] == ["-m", "sglang.launch_server"]:
+        return "sglang", rest[2:]
+    if rest[:2] == ["-m", "vllm.entrypoints.openai.api_server"]:
+        return "vllm", rest[2:]
+    return "unknown", rest
+
+
+def _read_words(words: list[str]) -> tuple[str | None, list[tuple[str, list[str]]]]:
+    """The first positional word, and each flag (canonical) with the values it took, in
+    order: argparse's last occurrence wins, so order matters."""
+    positional: str | None = None
+    seen: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-"):
+            positional = positional or word
+            continue
+        spelled, eq, value = word.partition("=")
+        spelled = _SHORT.get(spelled, spelled)
+        try:
+            flag = resolve_flag(spelled)
+        except EngineArgRefused:
+            flag = spelled.replace("_", "-")
+        taken = [value] if eq else []
+        many = flag == "--served-model-name"  # nargs="+"
+        while not eq and base_flag(flag) not in BOOLEAN and i < len(words):
+            if words[i].startswith("-") or (taken and not many):
+                break
+            taken.append(words[i])
+            i += 1
+        seen.append((flag, taken))
+    return positional, seen
+
+
+def plan_from_argv(argv: Sequence[str]) -> ServingPlan:
+    """Read an ExecStart command line (already split into words) as the engine would."""
+    if not argv:
+        return ServingPlan(engine="unknown")
+    engine, rest = _engine_of(argv)
+    if engine == "unknown":
+        return ServingPlan(engine="unknown", binary=argv[0], flags={"argv": shlex.join(argv)})
+    positional, seen = _read_words(rest)
+
+    def last(target: str) -> list[str] | None:
+        found = [taken for flag, taken in seen if _IDENTITY.get(flag) == target]
+        return found[-1] if found else None
+
+    def one(target: str) -> str | None:
+        taken = last(target)
+        return taken[0] if taken else None
+
+    model = positional if engine == "vllm" and positional else one("model")
+    flags: dict[str, str | None] = {}
+    for flag, taken in seen:
+        if flag not in _IDENTITY:
+            flags[flag] = taken[0] if taken else None
+    return ServingPlan(
+        engine=engine,
+        binary=argv[0],
+        model=model,
+        served_names=tuple(last("served_names") or ([model] if model else [])),
+        tensor_parallel_size=_int(one("tensor_parallel_size"), 1),
+        pipeline_parallel_size=_int(one("pipeline_parallel_size"), 1),
+        data_parallel_size=_int(one("data_parallel_size"), 1),
+        max_model_len=_int_or_none(one("max_model_len")),
+        port=_int(one("port"), 8000 if engine == "vllm" else 30000),
+        host=one("host"),
+        memory_fraction=_float(one("memory_fraction")),
+        flags=flags,
+    )
+
+
+def plan_from_unit_text(text: str) -> ServingPlan:
+    """The plan of the last ExecStart= in a unit file (systemd's own rule for Type=simple)."""
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        if raw.rstrip().endswith("\\"):
+            pending += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(pending + raw)
+        pending = ""
+    exec_start = ""
+    for line in lines:
+        key, eq, value = line.strip().partition("=")
+        if eq and key.strip() == "ExecStart":
+            exec_start = value.strip().lstrip("-@:+!")
+    try:
+        return plan_from_argv(shlex.split(exec_start))
+    except ValueError:
+        return ServingPlan(engine="unknown", flags={"argv": exec_start})
+
+
+@dataclass(frozen=True)
+class PlanChange:
+    """One difference between what serves now and what a change would serve."""
+
+    what: str
+    before: object
+    after: object
+    why: str  # why it needs approval, or "" when an administrator marked it harmless
+
+    def describe(self) -> str:
+        return f"{self.what}: {_show(self.before)} → {_show(self.after)}"
+
+
+def _show(value: object) -> str:
+    if value is None or value == ():
+        return "unset"
+    if isinstance(value, tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+_IDENTITY_FIELDS = (
+    ("engine", "engine", "changes what serves"),
+    ("binary", "engine program", "changes the program that serves"),
+    ("model", "model", "changes what serves"),
+    ("served_names", "served model name", "changes what clients call"),
+    ("tensor_parallel_size", "tensor-parallel size", "changes the GPUs and memory needed"),
+    ("pipeline_parallel_size", "pipeline-parallel size", "changes the GPUs and memory needed"),
+    ("data_parallel_size", "data-parallel size", "changes the GPUs and memory needed"),
+    ("max_model_len", "max model length", "changes the memory needed and what serves"),
+    ("port", "port", "changes how the server is reached"),
+    ("host", "bind address", "changes who can reach the server"),
+    ("memory_fraction", "GPU memory share", "changes the memory needed"),
+)
+
+
+def plan_changes(
+    before: ServingPlan, after: ServingPlan, *, harmless: Iterable[str] = ()
+) -> list[PlanChange]:
+    """Every difference between two plans; `why` is empty only for flags marked harmless."""
+    harmless_flags = {resolve_flag(h) for h in harmless if not check_harmless_list([h])}
+    memory_harmless = bool(harmless_flags & set(FIT))
+    changes = [
+        PlanChange(
+            label,
+            getattr(before, attr),
+            getattr(after, attr),
+            "" if attr == "memory_fraction" and memory_harmless else why,
+        )
+        for attr, label, why in _IDENTITY_FIELDS
+        if getattr(before, attr) != getattr(after, attr)
+    ]
+    for flag in sorted(set(before.flags) | set(after.flags)):
+        old, new = before.flags.get(flag, _ABSENT), after.flags.get(flag, _ABSENT)
+        if old == new:
+            continue
+        base = base_flag(flag)
+        if base in SENSITIVE:
+            why = SENSITIVE[base]
+        elif flag in harmless_flags or base in harmless_flags:
+            why = ""
+        else:
+            why = "not listed in HARMLESS_ENGINE_FLAGS"
+        changes.append(PlanChange(flag, _flag_state(old), _flag_state(new), why))
+    return changes
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+_ABSENT = _Absent()
+
+
+def _flag_state(value: object) -> object:
+    if value is _ABSENT:
+        return None
+    return "set" if value is None else value

@@ -1,0 +1,132 @@
+"""Put a simulated fleet into the database, exactly as an operator would register real hosts.
+
+This is the one place the product meets the simulator. The `simulator` package is standalone
+(it imports nothing from the product); it hands over plain registration data (each host's
+`SimHostInfo` from `SimFleet.registration_info()`, the client key, and `simulator.catalog`),
+and this module turns that data into Credential, Host, ModelArtifact and Deployment rows.
+
+Shared by `simfleet --register` and the `registered_fleet` test fixture so both exercise the
+same service functions (and write the same audit events). Synchronous ORM code: call it
+outside the simulator's event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import asyncssh
+from django.db import transaction
+
+from controlplane.audit.context import acting
+from deployments.models import Deployment, ModelArtifact
+from hosts import services
+from hosts.models import Credential, Host
+from simulator.catalog import CATALOG, DEFAULT_MODEL, DEFAULT_PORT, DEFAULT_TP, DEFAULT_UNIT
+from simulator.server import SimHostInfo
+
+ACTOR = "system:cli"
+CREDENTIAL_NAME = "simfleet"
+
+
+def _normalise(key: str) -> str:
+    return asyncssh.import_public_key(key.strip()).export_public_key("openssh").decode().strip()
+
+
+def ensure_catalog() -> dict[tuple[str, str], ModelArtifact]:
+    artifacts = {}
+    for model in CATALOG:
+        artifact, _created = ModelArtifact.objects.get_or_create(
+            name=model.name,
+            variant=model.variant,
+            defaults={
+                "weights_gib": model.weights_gib,
+                "path": model.path,
+                "served_name": model.served_name,
+            },
+        )
+        artifacts[(model.name, model.variant)] = artifact
+    return artifacts
+
+
+def _ensure_credential(private_key: str, name: str) -> Credential:
+    credential = Credential.objects.filter(name=name).first()
+    if credential is None:
+        return services.credential_create(name=name, private_key=private_key)
+    fingerprint = asyncssh.import_private_key(private_key).get_fingerprint("sha256")
+    if credential.fingerprint != fingerprint:
+        credential.set_private_key(private_key)
+        credential.save()
+    return credential
+
+
+def _ensure_host(info: SimHostInfo, address: str, credential: Credential) -> Host:
+    host = Host.objects.filter(name=info.name).first()
+    if host is None:
+        host = services.host_create(
+            name=info.name,
+            address=address,
+            port=info.port,
+            username="root",
+            use_sudo=True,
+            credential=credential,
+        )
+    else:
+        wanted = {
+            "address": address,
+            "port": info.port,
+            "username": "root",
+            "use_sudo": True,
+            "credential_id": credential.pk,
+        }
+        changed = [field for field, value in wanted.items() if getattr(host, field) != value]
+        if changed:
+            for field in changed:
+                setattr(host, field, wanted[field])
+            host.full_clean()
+            host.save(update_fields=[f.removesuffix("_id") for f in changed])
+    key = _normalise(info.public_key)
+    if host.host_key != key:
+        host = services.host_key_accept(
+            host=host, key=key, actor=ACTOR, reason="registered by simfleet"
+        )
+    return host
+
+
+def _ensure_deployment(host: Host, model: ModelArtifact) -> None:
+    if Deployment.objects.filter(host=host, unit=DEFAULT_UNIT).exists():
+        return
+    if Deployment.objects.filter(host=host, port=DEFAULT_PORT).exists():
+        return  # someone deployed something else on the port; leave their row alone
+    deployment = Deployment(
+        host=host,
+        unit=DEFAULT_UNIT,
+        model=model,
+        port=DEFAULT_PORT,
+        tensor_parallel_size=DEFAULT_TP,
+        max_model_len=DEFAULT_MODEL.max_model_len,
+    )
+    deployment.full_clean()
+    deployment.save()
+
+
+def register_fleet(
+    hosts: Iterable[SimHostInfo],
+    *,
+    client_private_key: str,
+    address: str = "127.0.0.1",
+    credential_name: str = CREDENTIAL_NAME,
+) -> list[Host]:
+    """Create or update the credential, hosts, pinned keys, catalog and deployments.
+
+    Idempotent: running it again changes only what differs (a new port, a regenerated key).
+    """
+    with acting(ACTOR), transaction.atomic():
+        credential = _ensure_credential(client_private_key, credential_name)
+        artifacts = ensure_catalog()
+        default_model = artifacts[(DEFAULT_MODEL.name, DEFAULT_MODEL.variant)]
+        rows = []
+        for info in hosts:
+            host = _ensure_host(info, address, credential)
+            _ensure_deployment(host, default_model)
+            rows.append(host)
+        return rows

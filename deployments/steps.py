@@ -1,0 +1,80 @@
+"""The step journal of a change job: each step a JobStep row and an audit event."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from django.db import transaction
+
+from controlplane.audit import services as audit
+from controlplane.audit.actions import AuditAction
+from controlplane.clock import Clock
+
+from .choices import ChangeStatus, StepStatus
+from .models import ChangeRequest, JobStep
+from .outcomes import JobEnded
+
+MAX_OUTPUT_CHARS = 32 * 1024
+
+
+class StepJournal:
+    """Opens and closes a job's steps in order; a step's row and its audit event commit
+    together when it ends, whether it succeeded or failed."""
+
+    def __init__(self, change: ChangeRequest, clock: Clock) -> None:
+        self.change = change
+        self.clock = clock
+        self.seq = change.steps.count()
+        # Once a destructive command has run, the job finishes and verifies (or rolls back)
+        # rather than stop on a cancel and leave the host half-changed.
+        self.destructive_started = False
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[JobStep]:
+        self.check_cancel()
+        self.seq += 1
+        step = JobStep.objects.create(
+            change=self.change,
+            seq=self.seq,
+            name=name,
+            status=StepStatus.RUNNING,
+            started_at=self.clock.now(),
+        )
+        try:
+            yield step
+        except BaseException as exc:
+            step.status = StepStatus.FAILED
+            if not step.output:
+                step.output = str(exc)[:MAX_OUTPUT_CHARS]
+            self._close(step)
+            raise
+        else:
+            step.status = StepStatus.SUCCEEDED
+            self._close(step)
+
+    def check_cancel(self) -> None:
+        if self.destructive_started:
+            return
+        if ChangeRequest.objects.filter(pk=self.change.pk, cancel_requested=True).exists():
+            raise JobEnded(ChangeStatus.CANCELLED, "cancelled between steps")
+
+    def _close(self, step: JobStep) -> None:
+        step.finished_at = self.clock.now()
+        with transaction.atomic():
+            step.save(update_fields=["status", "output", "command", "exit_status", "finished_at"])
+            audit.record(
+                action=AuditAction.CHANGE_STEP,
+                target=self.change,
+                host=self.change.host,
+                snapshot=self.change.snapshot,
+                correlation_id=self.change.correlation_id,
+                data={
+                    "step": step.seq,
+                    "name": step.name,
+                    "status": step.status,
+                    "command": step.command,
+                    "exit_status": step.exit_status,
+                    "seconds": step.duration_seconds,
+                },
+            )

@@ -1,0 +1,19 @@
+"""Hosts and snapshots, in the `api` namespace."""
+
+from django.urls import URLPattern, path
+
+from controlplane.api.views.base import endpoint
+
+from . import views
+
+urlpatterns: list[URLPattern] = [
+    path("hosts/", endpoint(views.HostList), name="host-list"),
+    path("hosts/<str:name>/", endpoint(views.HostDetail), name="host-detail"),
+    path("hosts/<str:name>/snapshots/", endpoint(views.HostSnapshots), name="host-snapshots"),
+    path(
+        "hosts/<str:name>/snapshots/latest/",
+        endpoint(views.HostSnapshotLatest),
+        name="host-snapshot-latest",
+    ),
+    path("snapshots/<int:pk>/", endpoint(views.SnapshotDetail), name="snapshot-detail"),
+]

@@ -1,0 +1,221 @@
+"""The whole probe: every section parsed into a HostState, never raising."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..state import (
+    ComputeApp,
+    DeploymentState,
+    HostState,
+    IntegrityReport,
+    Problem,
+    ServerState,
+    UnitState,
+)
+from .common import (
+    NO_OUTPUT,
+    HttpResult,
+    ParseError,
+    Section,
+    excerpt,
+    first_line,
+)
+from .http import parse_http, parse_models_json, parse_vllm_metrics
+from .integrity import parse_integrity
+from .nvidia import parse_compute_apps, parse_gpu_csv
+from .processes import parse_process_units
+from .sections import split_sections
+from .systemd import parse_sha256sum, parse_systemctl_show
+
+# --- the whole probe -----------------------------------------------------------------------
+
+
+@dataclass
+class ProbeParse:
+    state: HostState
+    sections: dict[str, Section] = field(default_factory=dict)
+
+
+class _Collector:
+    """Problems of one probe parse, and the sections they come from."""
+
+    def __init__(self, sections: dict[str, Section]) -> None:
+        self.sections = sections
+        self.problems: list[Problem] = []
+
+    def add(self, section: str, message: str) -> None:
+        self.problems.append(Problem(section, excerpt(message) or "unreadable output"))
+
+    def take(self, name: str) -> Section | None:
+        """The section if it ran to its end marker; otherwise a Problem and None."""
+        section = self.sections.get(name)
+        if section is None:
+            self.add(name, NO_OUTPUT)
+            return None
+        if section.truncated:
+            self.add(name, "output cut short (no end marker)")
+            return None
+        return section
+
+    def attempt(self, name: str, parse: Callable[[], Any]) -> Any:
+        """Run one parser; what it cannot read becomes a Problem, never an exception."""
+        try:
+            return parse()
+        except ParseError as exc:
+            self.add(name, str(exc))
+        except Exception as exc:  # a parser bug must not lose the rest of the probe
+            self.add(name, f"parser failed: {exc!r}")
+        return None
+
+    def check_exit(self, section: Section, command: str, before: int) -> None:
+        """A non-zero exit is a Problem, unless the output already explained itself."""
+        if section.exit_status and len(self.problems) == before:
+            detail = first_line(section.output)
+            suffix = f": {detail}" if detail else ""
+            self.add(section.name, f"{command} exited with status {section.exit_status}{suffix}")
+
+
+def _parse_smi(
+    out: _Collector, name: str, parse: Callable[..., list[Any]], benign_exit: int
+) -> list[Any]:
+    """nvidia-smi exits 6 when it finds no GPU: an empty answer, not a failure."""
+    section = out.take(name)
+    if section is None:
+        return []
+    before = len(out.problems)
+    bad_rows: list[str] = []
+    rows = out.attempt(name, lambda: parse(section.output, problems=bad_rows))
+    for message in bad_rows:
+        out.add(name, message)
+    if rows == [] and section.exit_status == benign_exit:
+        return []
+    out.check_exit(section, "nvidia-smi", before)
+    return rows or []
+
+
+def _assign_owners(out: _Collector, apps: list[ComputeApp]) -> None:
+    """Name the unit each GPU process runs in, from the `processes` section."""
+    section = out.take("processes")
+    if section is None:
+        return
+    before = len(out.problems)
+    owners = out.attempt(section.name, lambda: parse_process_units(section.output))
+    out.check_exit(section, "ps", before)
+    if owners:
+        for app in apps:
+            app.unit = owners.get(app.pid)
+
+
+def _parse_unit(out: _Collector, unit: str) -> UnitState:
+    section = out.take(f"unit:{unit}")
+    if section is None:
+        return UnitState(unit=unit)
+    before = len(out.problems)
+    state = out.attempt(section.name, lambda: parse_systemctl_show(section.output, unit))
+    out.check_exit(section, "systemctl", before)
+    return state if isinstance(state, UnitState) else UnitState(unit=unit)
+
+
+def _parse_unit_file(out: _Collector, unit: str) -> str | None:
+    section = out.take(f"unitfile:{unit}")
+    if section is None:
+        return None
+    digest: str | None = out.attempt(section.name, lambda: parse_sha256sum(section.output))
+    return digest
+
+
+def _http(out: _Collector, name: str) -> HttpResult | None:
+    """The curl result of a section, or None (with a Problem) if curl itself did not answer."""
+    section = out.take(name)
+    if section is None:
+        return None
+    result = parse_http(section.output)
+    if result.error == "truncated":  # complete section, yet no trailer: curl did not run
+        detail = first_line(section.output)
+        out.add(name, "no HTTP status in output" + (f": {detail}" if detail else ""))
+        return None
+    return result
+
+
+def _usable_body(out: _Collector, name: str, result: HttpResult | None) -> str | None:
+    """A 200 body worth parsing. Unreachable or non-200 is normal (stopped or loading server)."""
+    if result is None or result.status != 200:
+        return None
+    if result.error is not None:  # a 200 whose transfer failed half-way
+        out.add(name, f"incomplete response: {result.error}")
+        return None
+    return result.body
+
+
+def _parse_server(out: _Collector, unit: str) -> ServerState:
+    server = ServerState()
+    health = _http(out, f"health:{unit}")
+    if health is not None:
+        server.health_http_status = health.status
+        server.healthy = health.status == 200 and health.error is None
+    models_name = f"models:{unit}"
+    body = _usable_body(out, models_name, _http(out, models_name))
+    if body is not None:
+        models = out.attempt(models_name, lambda: parse_models_json(body))
+        if models is not None:
+            server.models, server.model_roots, server.max_model_len = models
+    metrics_name = f"metrics:{unit}"
+    metrics_body = _usable_body(out, metrics_name, _http(out, metrics_name))
+    if metrics_body is not None:
+        values = out.attempt(metrics_name, lambda: parse_vllm_metrics(metrics_body))
+        if values is not None:
+            server.requests_running, server.requests_waiting, server.kv_cache_usage = values
+    return server
+
+
+def _parse_integrity_section(out: _Collector, unit: str) -> IntegrityReport | None:
+    section = out.take(f"integrity:{unit}")
+    if section is None:
+        return None
+    report = parse_integrity(section.output)
+    # The script's own {"error": ...} (exit 3) is a finding; anything else means unreadable.
+    answered = report.error is None or (report.dist is not None and section.exit_status == 3)
+    if not answered:
+        out.add(section.name, report.error or "unreadable output")
+    elif report.error is None and section.exit_status:
+        out.add(section.name, f"integrity check exited with status {section.exit_status}")
+    return report
+
+
+def _integrity_units(integrity: bool | Collection[str], units: Sequence[str]) -> frozenset[str]:
+    if isinstance(integrity, bool):
+        return frozenset(units) if integrity else frozenset()
+    if isinstance(integrity, str):
+        return frozenset({integrity})
+    return frozenset(integrity)
+
+
+def parse_probe(
+    stdout: str, units: Sequence[str], *, integrity: bool | Collection[str]
+) -> ProbeParse:
+    """Everything the probe script printed, as a HostState. Never raises on remote output.
+
+    Each section that is missing, cut short, unreadable or failed unexpectedly adds a Problem
+    and leaves its part empty. A stopped unit or an unreachable server is a state, not a
+    problem. `integrity` is True when every unit was checked, or the units that were (the
+    probe skips those without an engine interpreter).
+    """
+    sections = split_sections(stdout)
+    out = _Collector(sections)
+    state = HostState()
+    state.gpus = _parse_smi(out, "gpus", parse_gpu_csv, benign_exit=6)
+    state.compute_apps = _parse_smi(out, "compute_apps", parse_compute_apps, benign_exit=6)
+    _assign_owners(out, state.compute_apps)
+    checked = _integrity_units(integrity, units)
+    for unit in units:
+        state.deployments[unit] = DeploymentState(
+            unit=_parse_unit(out, unit),
+            unit_file_sha256=_parse_unit_file(out, unit),
+            server=_parse_server(out, unit),
+            integrity=_parse_integrity_section(out, unit) if unit in checked else None,
+        )
+    state.problems = out.problems
+    return ProbeParse(state=state, sections=sections)

@@ -1,0 +1,49 @@
+"""Writes about hosts: registering them, pinning keys, taking snapshots, running commands.
+
+Each rule is a function here; the pages, the API, the command line and the tasks call them.
+"""
+
+from .freshness import SnapshotNotUsable, snapshot_require_fresh
+from .permissions import (
+    HostRefused,
+    require_probe_permission,
+    user_may_accept_host_keys,
+    user_may_probe,
+)
+from .probing import (
+    QueueUnavailable,
+    host_probe,
+    hosts_claim_due_for_probe,
+    hosts_probe,
+    probe_enqueue,
+    probe_spec_for,
+    snapshot_record,
+    snapshots_record,
+    ssh_target_for,
+)
+from .registry import credential_create, host_create, host_key_accept
+from .remote import SUDO_COMMANDS, command_line_for, host_run
+
+__all__ = [
+    "SUDO_COMMANDS",
+    "HostRefused",
+    "QueueUnavailable",
+    "SnapshotNotUsable",
+    "command_line_for",
+    "credential_create",
+    "host_create",
+    "host_key_accept",
+    "host_probe",
+    "host_run",
+    "hosts_claim_due_for_probe",
+    "hosts_probe",
+    "probe_enqueue",
+    "probe_spec_for",
+    "require_probe_permission",
+    "snapshot_record",
+    "snapshot_require_fresh",
+    "snapshots_record",
+    "ssh_target_for",
+    "user_may_accept_host_keys",
+    "user_may_probe",
+]

@@ -1,0 +1,65 @@
+"""The freshness rule: whether a snapshot may back a destructive action."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..choices import SnapshotStatus
+from ..models import Host, StateSnapshot
+
+# --- freshness -------------------------------------------------------------------------------
+
+
+class SnapshotNotUsable(Exception):
+    """A snapshot cannot back a destructive action. The message says why, for a person."""
+
+    def __init__(self, message: str, *, age_seconds: float | None = None, limit: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.age_seconds = age_seconds
+        self.limit = limit
+
+
+def snapshot_require_fresh(
+    *, snapshot: StateSnapshot, host: Host, now: datetime | None = None
+) -> float:
+    """The freshness rule, in the one place the UI, the API and the worker all call.
+
+    A snapshot backs a destructive action only if it is of this host, has status ok, is younger
+    than SNAPSHOT_MAX_AGE_SECONDS, and no later ok snapshot of the host differs materially.
+    Returns the snapshot's age in seconds.
+    """
+    now = now or timezone.now()
+    limit = settings.SNAPSHOT_MAX_AGE_SECONDS
+    age = snapshot.age_seconds(now)
+    if snapshot.host_id != host.pk:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} is of {snapshot.host.name}, not {host.name}", limit=limit
+        )
+    if snapshot.status != SnapshotStatus.OK:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} has status {snapshot.status}; only an ok snapshot can back "
+            "a change",
+            age_seconds=age,
+            limit=limit,
+        )
+    if age > limit:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} is {age:.0f} s old; the limit is {limit} s. Probe again.",
+            age_seconds=age,
+            limit=limit,
+        )
+    mine = snapshot.material_fingerprint()
+    later = host.snapshots.filter(status=SnapshotStatus.OK, taken_at__gt=snapshot.taken_at)
+    for newer in later.order_by("taken_at").only("id", "parsed", "taken_at"):
+        if newer.material_fingerprint() != mine:
+            raise SnapshotNotUsable(
+                f"snapshot #{snapshot.pk} is superseded: snapshot #{newer.pk} saw the host "
+                "differently. Review the new state.",
+                age_seconds=age,
+                limit=limit,
+            )
+    return age

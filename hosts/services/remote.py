@@ -1,0 +1,59 @@
+"""Running a change job's commands on a host whose key is pinned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+
+from .. import commands
+from ..choices import HostKeyStatus
+from ..models import Host
+from ..ssh import CommandResult, SSHFailure, ssh_loop
+from .probing import ssh_target_for
+
+# --- commands for change jobs --------------------------------------------------------------------
+
+
+def host_run(
+    *,
+    host: Host,
+    argv: list[str],
+    stdin: str | None = None,
+    timeout: float | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    heartbeat_every: float = 10.0,
+) -> CommandResult:
+    """Run one command built by hosts.commands on a host whose key is pinned.
+
+    Raises SSHFailure when the host cannot be reached or is not trusted; a non-zero exit is a
+    normal result for the caller to judge. `heartbeat` is called every `heartbeat_every`
+    seconds while the command runs; if it raises, the command is cancelled.
+    """
+    fresh = Host.objects.select_related("credential").get(pk=host.pk)
+    if fresh.host_key_status != HostKeyStatus.PINNED:
+        raise SSHFailure("host_key_mismatch", "the host key is not pinned; commands are blocked")
+    target = ssh_target_for(fresh)
+    if target is None:
+        raise SSHFailure("error", "no SSH credential")
+    return ssh_loop.call(
+        ssh_loop.pool.run(
+            target,
+            command_line_for(fresh, argv),
+            connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+            command_timeout=timeout or settings.SSH_COMMAND_TIMEOUT,
+            stdin=stdin,
+        ),
+        heartbeat=heartbeat,
+        every=heartbeat_every,
+    )
+
+
+# Commands that change the host and so run under `sudo -n` when the host asks for it.
+SUDO_COMMANDS = {"systemctl", "tee", "journalctl"}
+
+
+def command_line_for(host: Host, argv: list[str]) -> str:
+    """The exact line sent to the host for `argv` (with `sudo -n` where the host needs it)."""
+    full = commands.with_sudo(argv, host.use_sudo) if argv[0] in SUDO_COMMANDS else argv
+    return commands.render(full)

@@ -1,0 +1,193 @@
+"""What systemd does with a unit's main process: spawn it, stop it, notice it die, restart it.
+
+Nothing here runs on a timer: `settle` applies whatever was due by `now` (a load finishing, a
+doomed start failing, Restart= bringing the unit back) whenever the machine's state is read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import catalog, journal
+from ..vllm_cli import core_pid
+from .engine_start import BOOT_LOAD_SECONDS, doom, plan_engine
+from .gpus import stable_fraction
+from .units import Run, Unit, run_binary
+
+if TYPE_CHECKING:
+    from .machine import Machine
+
+START_LIMIT_BURST = 5
+START_LIMIT_INTERVAL = 10.0
+# The programs a unit's ExecStart= may name; any other fails at systemd's EXEC step.
+EXECUTABLES = frozenset({catalog.VLLM_BINARY, "/usr/bin/sleep", "/usr/bin/python3", "/bin/sleep"})
+# The main process's exit status per failure (argparse exits 2, `--help` 0, tracebacks 1).
+EXIT_STATUS = {"exec": 203, "help": 0, "usage": 2}
+_STATUS_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 203: "EXEC"}
+
+
+def settle(machine: Machine, unit: Unit, now: float) -> None:
+    """Apply every transition of `unit` that was due by `now`, in order."""
+    while True:
+        run = unit.run
+        if run is None:
+            if unit.restart_at is not None and unit.restart_at <= now:
+                at = unit.restart_at
+                unit.restart_at = None
+                unit.n_restarts += 1
+                spawn(machine, unit, at)
+                continue
+            return
+        if run.failure is not None and run.fail_at is not None and run.fail_at <= now:
+            _exit_failed(machine, unit, run, run.fail_at)
+            continue
+        if run.ready_at is not None and not run.ready_logged and run.ready_at <= now:
+            run.ready_logged = True
+            lines = journal.ready_lines(machine, run, run.ready_at)
+            machine.log_vllm(unit, run, run.ready_at, lines)
+        return
+
+
+def describe(unit: Unit) -> str:
+    desc = unit.definition.description if unit.definition else ""
+    return f"{unit.name} - {desc}" if desc else unit.name
+
+
+def start(machine: Machine, unit: Unit) -> None:
+    now = machine.tick()
+    if unit.run is not None:
+        return
+    unit.restart_at = None
+    unit.recent_starts = []
+    spawn(machine, unit, now)
+
+
+def stop(machine: Machine, unit: Unit) -> None:
+    now = machine.tick()
+    unit.restart_at = None
+    run = unit.run
+    if run is None:
+        if unit.active_state != "failed":
+            unit.active_state, unit.sub_state = "inactive", "dead"
+        return
+    desc = describe(unit)
+    machine.log_systemd(unit, f"Stopping {desc}...", now)
+    if run.engine is not None and run.ready(now):
+        machine.log_vllm(unit, run, now, journal.shutdown_lines(run))
+    unit.run = None
+    unit.active_state, unit.sub_state, unit.result = "inactive", "dead", "success"
+    unit.active_exit_wall = machine.wall_of(now)
+    machine.log_systemd(unit, f"{unit.name}: Deactivated successfully.", now)
+    machine.log_systemd(unit, f"Stopped {desc}.", now)
+
+
+def kill(machine: Machine, unit: Unit, kind: str) -> None:
+    """The main process dies now (a crash nobody asked for); Restart= decides what follows."""
+    now = machine.tick()
+    run = unit.run
+    if run is None:
+        return
+    run.failure, run.fail_at, run.ready_at = kind, now, None
+    settle(machine, unit, now)
+
+
+def _alloc_pid(machine: Machine) -> int:
+    machine.next_pid += machine.rng.randint(180, 2400)
+    if machine.next_pid > 4_000_000:
+        machine.next_pid = 3000 + machine.rng.randint(0, 5000)
+    return machine.next_pid
+
+
+def spawn(machine: Machine, unit: Unit, at: float, *, booted: bool = False) -> None:
+    definition = unit.definition
+    if definition is None or definition.bad_setting:
+        return
+    unit.recent_starts = [t for t in unit.recent_starts if at - t < START_LIMIT_INTERVAL]
+    unit.recent_starts.append(at)
+    unit.last_exit = None
+    pid = _alloc_pid(machine)
+    wall = machine.wall_of(at)
+    run = Run(pid=pid, started_mono=at, started_wall=wall, engine=definition.engine)
+    unit.run = run
+    unit.active_state, unit.sub_state, unit.result = "active", "running", "success"
+    unit.active_enter_wall = wall
+    machine.log_systemd(unit, f"Started {describe(unit)}.", at)
+    binary = definition.exec_start[0] if definition.exec_start else ""
+    if binary not in EXECUTABLES:
+        doom(machine, run, "exec", at)
+        return
+    engine = run.engine
+    if engine is None:
+        run.ready_at = at  # some other program: it just runs
+        run.ready_logged = True
+        return
+    plan_engine(machine, unit, run, engine, definition, at, booted=booted)
+    if run.engine is not None:  # its EngineCores and workers took the PIDs that follow
+        last = core_pid(run.engine, run.pid, run.engine.data_parallel_size - 1)
+        machine.next_pid = max(machine.next_pid, last, run.pid + run.engine.gpus_needed)
+
+
+def _exit_failed(machine: Machine, unit: Unit, run: Run, at: float) -> None:
+    """The main process ended on its own: a failure, or `--help` exiting 0."""
+    kind = run.failure or "crash"
+    machine.log_vllm(unit, run, at, journal.failure_lines(machine, run, kind, at))
+    unit.run = None
+    unit.active_exit_wall = machine.wall_of(at)
+    status = EXIT_STATUS.get(kind, 1)
+    unit.last_exit = (kind, status, run.engine)
+    if kind == "exec":
+        binary = run_binary(unit)
+        machine.log_systemd(
+            unit,
+            f"{unit.name}: Unable to locate executable '{binary}': No such file or directory",
+            at,
+        )
+        machine.log_systemd(
+            unit,
+            f"{unit.name}: Failed at step EXEC spawning {binary}: No such file or directory",
+            at,
+        )
+    restart = unit.definition.restart if unit.definition else "no"
+    if status == 0:
+        machine.log_systemd(unit, f"{unit.name}: Deactivated successfully.", at)
+        unit.active_state, unit.sub_state, unit.result = "inactive", "dead", "success"
+        restarts = restart == "always"
+    else:
+        name = _STATUS_NAMES.get(status, str(status))
+        machine.log_systemd(
+            unit, f"{unit.name}: Main process exited, code=exited, status={status}/{name}", at
+        )
+        machine.log_systemd(unit, f"{unit.name}: Failed with result 'exit-code'.", at)
+        unit.active_state, unit.sub_state, unit.result = "failed", "failed", "exit-code"
+        restarts = restart in ("always", "on-failure")
+    if restarts:
+        _schedule_restart(machine, unit, at)
+
+
+def _schedule_restart(machine: Machine, unit: Unit, at: float) -> None:
+    """Restart= after RestartSec=, unless the unit started too often (StartLimitBurst=)."""
+    if len(unit.recent_starts) >= START_LIMIT_BURST:
+        unit.active_state, unit.sub_state = "failed", "failed"
+        unit.result = "start-limit-hit"
+        machine.log_systemd(unit, f"{unit.name}: Start request repeated too quickly.", at)
+        machine.log_systemd(unit, f"{unit.name}: Failed with result 'start-limit-hit'.", at)
+        machine.log_systemd(unit, f"Failed to start {describe(unit)}.", at)
+        return
+    delay = unit.definition.restart_sec if unit.definition else 0.1
+    unit.active_state, unit.sub_state = "activating", "auto-restart"
+    unit.restart_at = at + delay
+
+
+def boot(machine: Machine) -> None:
+    """The state a fleet comes up in: the default unit has been serving for a while."""
+    path = machine.unit_path(catalog.DEFAULT_UNIT)
+    machine.unit_files[path] = catalog.unit_file_text()
+    unit = machine.lookup_unit(catalog.DEFAULT_UNIT)
+    assert unit is not None
+    uptime = 3600 * (2 + 460 * stable_fraction(machine.name, "uptime")) + BOOT_LOAD_SECONDS
+    spawn(machine, unit, machine.clock() - uptime, booted=True)
+    run = unit.run
+    if run is not None and run.ready_at is not None:
+        run.ready_logged = True
+        lines = journal.ready_lines(machine, run, run.ready_at)
+        machine.log_vllm(unit, run, run.ready_at, lines)

@@ -1,0 +1,297 @@
+"""One simulated host: the state every tool reads and changes, and the calls that change it.
+
+The machine holds the data; what systemd, the GPUs and the process table do with it lives in
+the modules next to this one, called from here so that every read settles the clock first.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .. import catalog, processes
+from ..processes import Login, Process
+from ..vllm_cli import EngineArgs
+from . import gpus, lifecycle, process_table
+from .gpus import AppReading, ForeignProcess, GpuReading, stable_fraction
+from .snapshot import snapshot
+from .unit_file import parse_unit_file
+from .units import JournalEntry, Run, Unit
+
+DEFAULT_LOAD_SECONDS = 3.0
+DEFAULT_SLOW_SECONDS = 5.0
+JOURNAL_MAX_LINES = 4000
+
+FAULTS = (
+    "unreachable",
+    "slow",
+    "host_key_rotated",
+    "crash_on_start",
+    "incoherent",
+    "patched_file",
+    "gpu_driver_error",
+    "foreign_gpu_process",
+)
+PATCHED_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
+
+
+class Machine:
+    """One simulated host. Every method reads the clock and settles due transitions first."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        load_seconds: float = DEFAULT_LOAD_SECONDS,
+        slow_seconds: float = DEFAULT_SLOW_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        boot_unit: bool = True,
+    ) -> None:
+        self.name = name
+        self.clock = clock
+        self.wall = wall
+        self.load_seconds = load_seconds
+        self.slow_seconds = slow_seconds
+        self.faults: set[str] = set()
+        # A fault listed here hits only these model paths (a bad build, not a bad host).
+        self.fault_models: dict[str, set[str]] = {}
+        self.inflight_running = 0
+        self.inflight_waiting = 0
+        self.disk: dict[str, float] = dict(catalog.DEFAULT_DISK)
+        self.unit_files: dict[str, str] = {}
+        self.units: dict[str, Unit] = {}
+        self.integrity_modified: list[str] = []
+        self.integrity_missing: list[str] = []
+        self.integrity_added: list[str] = []
+        self.command_log: list[str] = []
+        self.journal: collections.deque[JournalEntry] = collections.deque(maxlen=JOURNAL_MAX_LINES)
+        self.rng = random.Random(f"simfleet:{name}")
+        self.gpus = gpus.gpu_specs(name)
+        self.next_pid = 2000 + self.rng.randint(0, 6000)  # the last PID handed out
+        # logind numbers sessions across the uptime; the fleet's own logins come after others'.
+        self.next_session = 100 + int(stable_fraction(name, "sessions") * 900)
+        self.user_managers: dict[int, tuple[int, int]] = {}  # uid -> systemd --user, (sd-pam)
+        # The `foreign_gpu_process` fault: someone else's login and one process per GPU.
+        self.foreign_login: Login | None = None
+        self.foreign_procs: list[ForeignProcess] = []
+        self.foreign_mib = processes.FOREIGN_MIB  # what each of them allocates
+        if boot_unit:
+            lifecycle.boot(self)
+
+    # --- time ------------------------------------------------------------------------------
+
+    def wall_of(self, mono: float) -> float:
+        """The wall-clock time of a monotonic instant."""
+        return self.wall() - (self.clock() - mono)
+
+    def tick(self) -> float:
+        now = self.clock()
+        for unit in list(self.units.values()):
+            lifecycle.settle(self, unit, now)
+        return now
+
+    # --- journal ---------------------------------------------------------------------------
+
+    def log(self, unit: str | None, message: str, *, wall: float, ident: str, pid: int) -> None:
+        for line in message.split("\n"):
+            self.journal.append(JournalEntry(wall, unit, ident, pid, line))
+
+    def log_vllm(self, unit: Unit, run: Run, mono: float, lines: Iterable[str]) -> None:
+        """What the unit's vLLM process printed at `mono`."""
+        wall = self.wall_of(mono)
+        for line in lines:
+            self.log(unit.name, line, wall=wall, ident="vllm", pid=run.pid)
+
+    def log_systemd(self, unit: Unit, message: str, mono: float | None = None) -> None:
+        """What systemd logged about the unit, now or at `mono`."""
+        wall = self.wall() if mono is None else self.wall_of(mono)
+        self.log(unit.name, message, wall=wall, ident="systemd", pid=1)
+
+    def journal_lines(self, units: Iterable[str] | None, count: int | None) -> list[JournalEntry]:
+        self.tick()
+        wanted = set(units) if units is not None else None
+        entries = [e for e in self.journal if wanted is None or e.unit in wanted]
+        if count is not None:
+            entries = entries[-count:] if count > 0 else []
+        return entries
+
+    # --- units -----------------------------------------------------------------------------
+
+    def unit_path(self, name: str) -> str:
+        return f"{catalog.UNIT_DIR}/{name}"
+
+    def lookup_unit(self, name: str) -> Unit | None:
+        """The unit as systemd knows it, loading its file on first reference like systemd."""
+        unit = self.units.get(name)
+        if unit is not None and (unit.definition is not None or unit.run is not None):
+            return unit
+        text = self.unit_files.get(self.unit_path(name))
+        if text is None:
+            return None
+        if unit is None:
+            unit = self.units[name] = Unit(name=name, definition=parse_unit_file(text))
+        else:
+            unit.definition = parse_unit_file(text)
+        return unit
+
+    def needs_daemon_reload(self, unit: Unit) -> bool:
+        on_disk = self.unit_files.get(self.unit_path(unit.name))
+        loaded = unit.definition.text if unit.definition else None
+        return on_disk != loaded
+
+    def daemon_reload(self) -> None:
+        self.tick()
+        for name, unit in list(self.units.items()):
+            text = self.unit_files.get(self.unit_path(name))
+            unit.definition = parse_unit_file(text) if text is not None else None
+            if unit.definition is None and unit.run is None:
+                del self.units[name]
+        for path in self.unit_files:
+            if path.startswith(catalog.UNIT_DIR + "/") and path.endswith(".service"):
+                self.lookup_unit(path[len(catalog.UNIT_DIR) + 1 :])
+
+    def start(self, unit: Unit) -> None:
+        lifecycle.start(self, unit)
+
+    def stop(self, unit: Unit) -> None:
+        lifecycle.stop(self, unit)
+
+    def restart(self, unit: Unit) -> None:
+        self.stop(unit)
+        self.start(unit)
+
+    def kill(self, unit: Unit, kind: str = "crash") -> None:
+        """The main process dies now (a crash nobody asked for); Restart= decides what follows."""
+        lifecycle.kill(self, unit, kind)
+
+    # --- GPUs and processes ----------------------------------------------------------------
+
+    def gpu_readings(self) -> list[GpuReading]:
+        now = self.tick()
+        return gpus.gpu_readings(self, now, self.wall())
+
+    def compute_apps(self) -> list[AppReading]:
+        """Every process holding GPU memory: engine workers, and foreign ones under the fault."""
+        return gpus.compute_apps(self, self.tick())
+
+    def new_login(self, user: str) -> Login:
+        """An SSH login: logind gives it the next session number, sshd and the shell PIDs."""
+        return process_table.new_login(self, user)
+
+    def processes(self, login: Login | None = None, own_pid: int | None = None) -> list[Process]:
+        """What `ps -e` lists, by PID (`login` asking, with `own_pid` the ps process itself)."""
+        self.tick()
+        return process_table.listing(self, login, own_pid)
+
+    def take_pid(self) -> int:
+        return process_table.take_pids(self, 1)[0]
+
+    def set_foreign_memory(self, mib: int) -> None:
+        """How much each foreign process holds (4096 MiB unless a test wants it tighter)."""
+        process_table.set_foreign_memory(self, mib)
+
+    # --- inference servers -----------------------------------------------------------------
+
+    def server_at(self, url_host: str, port: int) -> tuple[Unit, Run] | None:
+        """The unit whose server answers `http://URL_HOST:PORT` on this host, once loaded."""
+        now = self.tick()
+        for unit in self.units.values():
+            run = unit.run
+            engine = run.engine if run else None
+            if not (run and engine and engine.port == port and run.serving(now)):
+                continue
+            if engine.serves_http_at(url_host):
+                return unit, run
+        return None
+
+    def binds_address(self, address: str) -> bool:
+        """Whether some server bound this exact address (so the host has it)."""
+        return any(
+            u.run is not None and u.run.engine is not None and u.run.engine.host == address
+            for u in self.units.values()
+        )
+
+    def max_model_len(self, engine: EngineArgs) -> int:
+        if engine.max_model_len:
+            return engine.max_model_len
+        model = catalog.MODELS_BY_PATH.get(engine.model_path.rstrip("/"))
+        return model.max_model_len if model else 32768
+
+    def kv_cache_usage(self) -> float:
+        if self.inflight_running <= 0:
+            return 0.0
+        return round(min(1.0, 0.04 + 0.021 * self.inflight_running), 4)
+
+    def set_inflight(self, running: int, waiting: int = 0) -> None:
+        self.inflight_running = max(0, int(running))
+        self.inflight_waiting = max(0, int(waiting))
+
+    # --- out-of-band changes (what tests use to create drift) ------------------------------
+
+    def write_file(self, path: str, content: str) -> None:
+        self.unit_files[path] = content
+
+    def remove_file(self, path: str) -> None:
+        self.unit_files.pop(path, None)
+
+    def read_file(self, path: str) -> str | None:
+        """A regular file's contents as a program on the host would read them (None: missing)."""
+        if path == "/etc/hostname":
+            return self.name + "\n"
+        if path == "/etc/os-release":
+            return (
+                'PRETTY_NAME="Ubuntu 24.04.3 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\n'
+                'VERSION="24.04.3 LTS (Noble Numbat)"\nID=ubuntu\nID_LIKE=debian\n'
+            )
+        return self.unit_files.get(path)
+
+    def set_fault(self, fault: str, on: bool = True, models: Iterable[str] | None = None) -> None:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        if on:
+            self.faults.add(fault)
+            self.fault_models[fault] = set(models or ())
+        else:
+            self.faults.discard(fault)
+            self.fault_models.pop(fault, None)
+        if fault == "foreign_gpu_process":
+            if on:
+                process_table.start_foreign(self)
+            else:
+                process_table.stop_foreign(self)
+
+    def fault_applies(self, fault: str, model_path: str | None) -> bool:
+        if fault not in self.faults:
+            return False
+        only = self.fault_models.get(fault)
+        return not only or model_path in only
+
+    def integrity(self, dist: str) -> dict[str, Any] | None:
+        """What the integrity script prints for `dist` on this host's engine install."""
+        known = {"vllm": ("vllm", catalog.VLLM_VERSION, 1873), "torch": ("torch", "2.9.0", 15734)}
+        norm = dist.lower().replace("_", "-").replace(".", "-")
+        if norm not in known:
+            return None
+        name, version, checked = known[norm]
+        modified = list(self.integrity_modified) if name == "vllm" else []
+        if name == "vllm" and "patched_file" in self.faults and PATCHED_FILE not in modified:
+            modified.append(PATCHED_FILE)
+        missing = list(self.integrity_missing) if name == "vllm" else []
+        added = list(self.integrity_added) if name == "vllm" else []
+        return {
+            "dist": name,
+            "version": version,
+            "checked": checked,
+            "modified": sorted(modified),
+            "missing": sorted(missing),
+            "added": sorted(added),
+        }
+
+    # --- the whole truth, for tests --------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return snapshot(self)

@@ -1,0 +1,177 @@
+"""Units as systemd holds them, each run of a unit's main process, and the journal's entries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from .. import catalog, processes
+from ..processes import Process
+from ..vllm_cli import EngineArgs, core_pid, core_title, worker_pid
+from .gpus import ACTIVATION_MIB, CUDA_CONTEXT_MIB, GPU_COUNT, GPU_MEMORY_MIB, GpuSpec, gpu_title
+
+# Failures that end the process before any engine or GPU worker was started.
+EARLY_FAILURES = frozenset(
+    {
+        "exec",
+        "help",
+        "usage",
+        "cli",
+        "config",
+        "port",
+        "port_range",
+        "world_size",
+        "quantization",
+        "missing_model",
+        "missing_tokenizer",
+        "dp_world_size",
+    }
+)
+
+
+def systemd_timestamp(wall: float | None) -> str:
+    """`Mon 2026-11-30 09:12:41 UTC`: how systemctl shows a timestamp on a host set to UTC."""
+    if wall is None:
+        return ""
+    return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%a %Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True)
+class UnitDefinition:
+    """A unit file as systemd loaded it (at daemon-reload or first use), not as it is on disk."""
+
+    text: str
+    description: str = ""
+    exec_start: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    restart: str = "no"
+    restart_sec: float = 0.1
+    bad_setting: str | None = None
+    engine: EngineArgs | None = None
+
+    @property
+    def visible_gpus(self) -> tuple[int, ...]:
+        for key, value in self.environment:
+            if key == "CUDA_VISIBLE_DEVICES":
+                try:
+                    return tuple(int(v) for v in value.split(",") if v.strip() != "")
+                except ValueError:
+                    return ()
+        return tuple(range(GPU_COUNT))
+
+
+@dataclass
+class Run:
+    """One incarnation of a unit's main process, from spawn to exit."""
+
+    pid: int
+    started_mono: float
+    started_wall: float
+    engine: EngineArgs | None
+    gpus: tuple[int, ...] = ()
+    weights_mib: float = 0.0  # per GPU
+    budget_mib: int = 0  # per GPU: gpu_memory_utilization * total
+    visible: tuple[int, ...] = ()  # the GPUs CUDA_VISIBLE_DEVICES let it see
+    free_mib: int | None = None  # free memory on its first GPU when that was too little
+    ready_at: float | None = None  # monotonic; None when the run is doomed
+    fail_at: float | None = None
+    failure: str | None = None
+    ready_logged: bool = False
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0})
+
+    def ready(self, now: float) -> bool:
+        return self.ready_at is not None and now >= self.ready_at
+
+    def serving(self, now: float) -> bool:
+        """Loaded and answering HTTP (a headless engine loads but opens no port)."""
+        return self.ready(now) and self.engine is not None and not self.engine.headless
+
+    def processes(self, unit: str, binary: str) -> list[Process]:
+        """The process tree in the unit's cgroup: the API server, EngineCores and workers."""
+        engine = self.engine
+        if engine is None:
+            return [Process(self.pid, processes.comm(binary.rsplit("/", 1)[-1]), unit)]
+        if engine.exit_status is not None or self.failure in EARLY_FAILURES or not self.gpus:
+            return [Process(self.pid, "vllm", unit)]  # died before naming itself
+        main = "VLLM::APIServer" if not engine.headless else "vllm"
+        procs = {self.pid: Process(self.pid, processes.comm(main), unit)}
+        for d in range(engine.data_parallel_size):
+            pid = core_pid(engine, self.pid, d)
+            procs[pid] = Process(pid, processes.comm(f"VLLM::{core_title(d)}"), unit)
+        for rank in range(len(self.gpus)):
+            pid = worker_pid(engine, self.pid, rank)
+            procs.setdefault(pid, Process(pid, processes.comm(gpu_title(engine, rank)), unit))
+        return sorted(procs.values(), key=lambda p: p.pid)
+
+    def usage_mib(self, gpu: GpuSpec, now: float) -> int:
+        """This process's memory on one GPU: context, then weights, then KV cache at ready."""
+        if gpu.index not in self.gpus:
+            return 0
+        if self.ready(now):
+            return max(0, min(GPU_MEMORY_MIB, self.budget_mib) - gpu.idle_mib)
+        end = self.ready_at if self.ready_at is not None else self.fail_at
+        if end is None:
+            return 0
+        f = min(1.0, max(0.0, (now - self.started_mono) / max(end - self.started_mono, 1e-6)))
+        if self.failure in EARLY_FAILURES:
+            return 0
+        if self.failure == "free_memory":
+            return int(CUDA_CONTEXT_MIB * f)
+        if self.failure == "oom":
+            room = max(0, GPU_MEMORY_MIB - gpu.idle_mib - CUDA_CONTEXT_MIB - 400)
+            return int(CUDA_CONTEXT_MIB + room * f)
+        if self.failure == "crash":
+            f *= 0.85  # dies during warmup, after the weights and before the KV cache
+        if f < 0.05:
+            return int(CUDA_CONTEXT_MIB * f / 0.05)
+        if f < 0.8:
+            return int(CUDA_CONTEXT_MIB + self.weights_mib * (f - 0.05) / 0.75)
+        return int(CUDA_CONTEXT_MIB + self.weights_mib + ACTIVATION_MIB)
+
+
+@dataclass
+class Unit:
+    name: str
+    definition: UnitDefinition | None  # None: not found
+    active_state: str = "inactive"
+    sub_state: str = "dead"
+    result: str = "success"
+    n_restarts: int = 0
+    active_enter_wall: float | None = None
+    active_exit_wall: float | None = None
+    run: Run | None = None
+    restart_at: float | None = None  # monotonic time of a pending automatic restart
+    last_exit: tuple[str, int, EngineArgs | None] | None = None  # failure, status, engine
+    recent_starts: list[float] = field(default_factory=list)
+
+    @property
+    def main_pid(self) -> int:
+        return self.run.pid if self.run else 0
+
+    @property
+    def load_state(self) -> str:
+        if self.definition is None:
+            return "not-found"
+        return "bad-setting" if self.definition.bad_setting else "loaded"
+
+    @property
+    def fragment_path(self) -> str:
+        return f"{catalog.UNIT_DIR}/{self.name}" if self.definition is not None else ""
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    wall: float
+    unit: str | None
+    ident: str
+    pid: int
+    message: str
+
+
+def run_binary(unit: Unit) -> str:
+    """The program the unit's ExecStart= runs ("" when it has none)."""
+    if unit.definition and unit.definition.exec_start:
+        return unit.definition.exec_start[0]
+    return ""

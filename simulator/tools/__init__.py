@@ -1,0 +1,52 @@
+"""The programs a simulated host offers, printing what the real tools print for these flags.
+
+The control plane's parsers are written against this output, so each formatter mirrors the real
+program for the flags in hosts/commands.py exactly (separators, units, empty values, exit
+statuses) and stays plausible for nearby flags an operator might try by hand.
+
+One module per program (or family: `files` for cat, sha256sum and tee; `systemd` for what
+systemctl and journalctl share); `interface` is what the shell and the tools exchange.
+"""
+
+from __future__ import annotations
+
+from . import basics, curl, files, journalctl, nvidia, ps, python, simctl, systemctl
+from .files import needs_stdin, writable
+from .interface import Context, Tool
+from .python import interpreters
+
+COMMANDS: dict[str, Tool] = {
+    "echo": basics.echo,
+    "true": basics.true,
+    ":": basics.true,
+    "false": basics.false,
+    "hostname": basics.hostname,
+    "whoami": basics.whoami,
+    "cat": files.cat,
+    "sha256sum": files.sha256sum,
+    "tee": files.tee,
+    "systemctl": systemctl.systemctl,
+    "journalctl": journalctl.journalctl,
+    "nvidia-smi": nvidia.nvidia_smi,
+    "curl": curl.curl,
+    "ps": ps.ps,
+    "python3": python.python,
+    "python": python.python,
+    "simctl": simctl.simctl,
+}
+
+
+def lookup(name: str) -> Tool | None:
+    """The program a command runs: by name, or by full path one of the engine's interpreters."""
+    return python.python if "/" in name else COMMANDS.get(name)
+
+
+__all__ = [
+    "COMMANDS",
+    "Context",
+    "Tool",
+    "interpreters",
+    "lookup",
+    "needs_stdin",
+    "writable",
+]

@@ -1,0 +1,178 @@
+"""curl: HTTP requests to the inference servers on the host, with the flags people use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import http
+from .interface import Context, Result
+
+_USAGE_HINT = "curl: try 'curl --help' or 'curl --manual' for more information\n"
+_VALUE_SHORT = set("mwHdXoAeu")
+_VALUE_LONG = {
+    "--max-time": "m",
+    "--write-out": "w",
+    "--header": "H",
+    "--data": "d",
+    "--data-binary": "d",
+    "--data-raw": "d",
+    "--data-ascii": "d",
+    "--json": "json",
+    "--request": "X",
+    "--output": "o",
+    "--connect-timeout": "connect-timeout",
+    "--user-agent": "A",
+}
+_FLAG_LONG = {
+    "--silent": "s",
+    "--show-error": "S",
+    "--fail": "f",
+    "--include": "i",
+    "--location": "L",
+    "--insecure": "k",
+    "--verbose": "v",
+    "--compressed": "compressed",
+    "--no-progress-meter": "s",
+}
+
+
+@dataclass
+class _Options:
+    flags: set[str] = field(default_factory=set)  # by short letter
+    values: dict[str, list[str]] = field(default_factory=dict)  # by short letter, in order
+    urls: list[str] = field(default_factory=list)
+
+
+def curl(ctx: Context, argv: list[str], stdin: str) -> Result:
+    options = _options(argv[1:])
+    if isinstance(options, Result):
+        return options
+    result = Result()
+    flags, values = options.flags, options.values
+    if not options.urls:
+        return result.err(f"curl: no URL specified\n{_USAGE_HINT}").exit(2)
+    show_error = "S" in flags or "s" not in flags
+    data = values.get("d") or values.get("json")
+    method = (values.get("X") or ["POST" if data else "GET"])[-1]
+    body = "&".join(data) if data else None
+    if data and body is not None and body.startswith("@"):
+        return result.err("curl: (26) Failed to open/read local data from file/application\n").exit(
+            26
+        )
+    headers = {}
+    for header in values.get("H", []):
+        name, _, value = header.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    writeout = (values.get("w") or [""])[-1]
+    output_null = (values.get("o") or [""])[-1] == "/dev/null"
+    status = 0
+    for url in options.urls:
+        response, error, code = http.request(ctx.machine, method, url, headers, body)
+        if error:
+            status = code
+            if show_error:
+                result.err(f"curl: ({code}) {error}\n")
+            http_code = "000"
+        else:
+            assert response is not None
+            http_code = f"{response.status:03d}"
+            if "f" in flags and response.status >= 400:
+                status = 22
+                if show_error:
+                    result.err(f"curl: (22) The requested URL returned error: {response.status}\n")
+            else:
+                if "i" in flags:
+                    result.out(response.head())
+                if not output_null:
+                    result.out(response.body)
+        if writeout:
+            result.out(_write_out(writeout, http_code, url, status, result))
+    return result.exit(status)
+
+
+def _options(args: list[str]) -> _Options | Result:
+    """The flags, the values of options that take one, the URLs; or the error curl exits with."""
+    options = _Options()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--"):
+            key, eq, inline = arg.partition("=")
+            if key in _VALUE_LONG:
+                if eq:
+                    value = inline
+                elif i + 1 < len(args):
+                    value = args[i + 1]
+                    i += 1
+                else:
+                    return _usage(f"curl: option {key}: requires parameter\n")
+                options.values.setdefault(_VALUE_LONG[key], []).append(value)
+            elif key in _FLAG_LONG:
+                options.flags.add(_FLAG_LONG[key])
+            elif key == "--url" and i + 1 < len(args):
+                options.urls.append(args[i + 1])
+                i += 1
+            else:
+                return _usage(f"curl: option {key}: is unknown\n")
+        elif arg.startswith("-") and len(arg) > 1:
+            j = 1
+            while j < len(arg):
+                ch = arg[j]
+                if ch in _VALUE_SHORT:
+                    if j + 1 < len(arg):
+                        value = arg[j + 1 :]
+                    elif i + 1 < len(args):
+                        value = args[i + 1]
+                        i += 1
+                    else:
+                        return _usage(f"curl: option -{ch}: requires parameter\n")
+                    options.values.setdefault(ch, []).append(value)
+                    break
+                if ch not in "sSfiLkv":
+                    return _usage(f"curl: option -{ch}: is unknown\n")
+                options.flags.add(ch)
+                j += 1
+        else:
+            options.urls.append(arg)
+        i += 1
+    return options
+
+
+def _usage(problem: str) -> Result:
+    return Result().err(f"{problem}{_USAGE_HINT}").exit(2)
+
+
+def _write_out(fmt: str, http_code: str, url: str, exit_code: int, result: Result) -> str:
+    variables = {
+        "http_code": http_code,
+        "response_code": http_code,
+        "url_effective": url,
+        "url": url,
+        "exitcode": str(exit_code),
+        "time_total": "0.001843",
+        "time_connect": "0.000112",
+        "size_download": "0",
+    }
+    out = []
+    i = 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch == "\\" and i + 1 < len(fmt):
+            nxt = fmt[i + 1]
+            out.append({"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}.get(nxt, "\\" + nxt))
+            i += 2
+        elif ch == "%" and fmt.startswith("%%", i):
+            out.append("%")
+            i += 2
+        elif ch == "%" and fmt.startswith("%{", i) and "}" in fmt[i:]:
+            end = fmt.index("}", i)
+            name = fmt[i + 2 : end]
+            if name in variables:
+                out.append(variables[name])
+            else:
+                result.err(f"curl: unknown --write-out variable: '{name}'\n")
+            i = end + 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)

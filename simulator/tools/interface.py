@@ -1,0 +1,46 @@
+"""What the shell hands a tool (its Context) and what the tool hands back (a Result)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..shell import Session
+    from ..state import Machine
+
+
+@dataclass
+class Context:
+    session: Session
+    as_root: bool
+    line: int
+
+    @property
+    def machine(self) -> Machine:
+        return self.session.machine
+
+
+@dataclass
+class Result:
+    """What a simulated program wrote, in order, and how it exited."""
+
+    chunks: list[tuple[int, str]] = field(default_factory=list)
+    status: int = 0
+
+    def out(self, text: str) -> Result:
+        self.chunks.append((1, text))
+        return self
+
+    def err(self, text: str) -> Result:
+        self.chunks.append((2, text))
+        return self
+
+    def exit(self, status: int) -> Result:
+        self.status = status
+        return self
+
+
+# A program: its context, argv (argv[0] as typed) and stdin, to what it printed and its status.
+Tool = Callable[[Context, list[str], str], Result]
