@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Tests use PostgreSQL when one answers on 127.0.0.1:5432 (CI has one), SQLite otherwise.
+# Tests use PostgreSQL when one answers on 127.0.0.1:5432 (CI has one), SQLite otherwise. Each
+# run's database is named after its shell's PID, so two runs on one machine do not collide.
 PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 
 .PHONY: install run test lint typecheck pytest chromium compose-check clean
@@ -20,17 +21,27 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/python manage.py demo
 
+# Another apt-get (unattended upgrades, a second `make test`) may hold the dpkg lock: wait for it
+# instead of failing. `apt-get update` takes the lists lock, which that option does not cover.
+APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
+define apt_install
+	for i in $$(seq 60); do $(APT_GET) update -qq && break; echo "apt lists locked; waiting"; sleep 10; done; \
+	$(APT_GET) install -y -qq $(1) >/dev/null
+endef
+
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "Installing Debian's chromium for the browser tests..."; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	  $(call apt_install,chromium); }
 
 # No Docker engine runs here: Debian's docker-compose validates the file (schema, references).
 compose-check:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  echo "Installing Debian's docker-compose to validate docker-compose.yml..."; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
-	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"
+	  $(call apt_install,docker-compose); }
+	docker-compose -f docker-compose.yml --profile demo config -q
+	docker-compose -f docker-compose.yml --profile production config -q
+	@echo "docker-compose.yml is valid (demo and production profiles)"
 
 lint: install
 	$(BIN)/ruff check .
@@ -42,7 +53,7 @@ typecheck: install
 
 pytest: install chromium
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
-	  export DATABASE_URL=$(PG_URL); fi; \
+	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \
 	  echo "CI needs PostgreSQL on 127.0.0.1:5432" >&2; exit 1; fi; \
 	echo "database: $${DATABASE_URL:-sqlite}"; \

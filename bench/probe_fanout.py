@@ -126,18 +126,28 @@ def _fresh_postgres(url: str, n: int) -> str:
     return f"{base}/{name}"
 
 
-async def _peer_rounds(targets: list, command: str, rounds: int, concurrency: int) -> list[float]:
+def _cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _peer_rounds(
+    targets: list, command: str, rounds: int, concurrency: int
+) -> list[tuple[float, float]]:
+    """(wall seconds, client CPU seconds) of each round; round 1 opens the connections."""
     from hosts.ssh import ConnectionPool, gather_limited
 
     pool = ConnectionPool()
     walls = []
     for _ in range(rounds):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         results = await gather_limited(
             (pool.run(t, command, connect_timeout=30, command_timeout=60) for t in targets),
             concurrency,
         )
-        walls.append(time.perf_counter() - started)
+        walls.append((time.perf_counter() - started, _cpu() - cpu))
         ok = sum(1 for t, r in zip(targets, results, strict=True) if t.address in r.stdout)
         assert ok == len(targets), f"{ok}/{len(targets)} hosts answered from themselves"
     await pool.close_all()
@@ -164,9 +174,14 @@ def peers(args: argparse.Namespace) -> None:
             trusted = known.match(address, address, 2222)[0]
             pinned = trusted[0].export_public_key("openssh").decode().strip() if trusted else ""
             targets.append(SSHTarget(address, 2222, "root", key, pinned))
-        walls = asyncio.run(_peer_rounds(targets, command, args.rounds, args.concurrency))
+        rounds = asyncio.run(_peer_rounds(targets, command, args.rounds, args.concurrency))
+        (cold, cold_cpu), warm = rounds[0], rounds[1:]
+        warm_wall = statistics.median(w for w, _ in warm)
+        warm_cpu = statistics.median(c for _, c in warm)
         print(
-            f"peers N={n}: cold {walls[0]:.2f} s, warm median {statistics.median(walls[1:]):.3f} s"
+            f"peers N={n}: cold {cold:.2f} s (client CPU {cold_cpu:.2f} s, "
+            f"{1000 * cold_cpu / n:.1f} ms/host), warm median {warm_wall:.3f} s "
+            f"(client CPU {warm_cpu:.2f} s, {1000 * warm_cpu / n:.1f} ms/host)"
         )
 
 

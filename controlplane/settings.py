@@ -1,6 +1,7 @@
 """Settings, read from the environment (and an optional .env file at the project root)."""
 
 import base64
+import datetime as dt
 import hashlib
 import os
 from pathlib import Path
@@ -22,10 +23,36 @@ env = environ.Env(
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env("DEBUG")
+# PRODUCTION=true (the compose file's production profile) refuses to start on demo defaults.
+PRODUCTION = env.bool("PRODUCTION", default=False)
+if PRODUCTION:
+    _missing = [
+        name
+        for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "AUDIT_SIGNING_KEY", "ALLOWED_HOSTS")
+        if not os.environ.get(name, "").strip()
+    ]
+    if _missing:
+        raise ImproperlyConfigured(
+            f"PRODUCTION is set, so these must be too: {', '.join(_missing)} (see .env.example)"
+        )
+    if DEBUG:
+        raise ImproperlyConfigured("PRODUCTION is set: DEBUG must be off")
 # A development default only; production sets SECRET_KEY (see `manage.py check --deploy`).
-SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-0123456789abcdef")
+SECRET_KEY = (
+    env("SECRET_KEY", default="") or "dev-only-insecure-secret-key-change-me-0123456789abcdef"
+)
 ALLOWED_HOSTS = env("ALLOWED_HOSTS")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# Behind TLS (SECURE_HTTPS=true): cookies only over HTTPS, HTTP redirected, HSTS. A proxy that
+# terminates TLS must send X-Forwarded-Proto; say so with SECURE_PROXY_SSL_HEADER=true.
+SECURE_HTTPS = env.bool("SECURE_HTTPS", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = SECURE_HTTPS
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if SECURE_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = SECURE_HTTPS
+if env.bool("SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]  # Prometheus often scrapes over the internal network
 
 
 def _derived_fernet_key(secret: str) -> str:
@@ -49,6 +76,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_celery_beat",
+    "axes",
     "controlplane",
     "rest_framework",
     "drf_spectacular",
@@ -63,6 +91,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # outermost but one: every answer gets the policy
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -72,9 +101,28 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "controlplane.views.HtmxSignInRedirectMiddleware",
     "controlplane.audit.middleware.AuditRequestMiddleware",
     "controlplane.views.RefusalMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Sign-in throttling (django-axes): after AXES_FAILURE_LIMIT failed sign-ins for one user name
+# from one address, that pair waits AXES_COOLOFF_MINUTES. Failed sign-ins are audited as well.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_DISABLE_ACCESS_LOG = True  # sign-ins are in the audit log already
+AXES_VERBOSE = False
+
 
 ROOT_URLCONF = "controlplane.urls"
 WSGI_APPLICATION = "controlplane.wsgi.application"
@@ -133,8 +181,33 @@ STATICFILES_DIRS = [BASE_DIR / "controlplane" / "static"]
 WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
+# A sign-in lasts SESSION_HOURS from the moment it was made, however busy the tab (htmx polls
+# would otherwise keep an idle session alive for ever), and ends when the browser closes.
+SESSION_COOKIE_AGE = int(env.float("SESSION_HOURS", default=8) * 3600)
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token is sent via hx-headers on <body>
 X_FRAME_OPTIONS = "DENY"
+
+# --- Content-Security-Policy (django-csp) -------------------------------------------------------
+# Enforced, not report-only. Scripts and styles come only from our own static files: no inline
+# <script>, no on*= handlers or javascript: URLs, no style="" attributes, no eval (htmx is told
+# not to use it, nor to inject its indicator <style>; see base.html). Behaviour lives in
+# static/controlplane/app.js, sizes in CSS classes or SVG attributes. tests/security/test_csp.py
+# checks every page and, in Chromium, that nothing is reported as a violation.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],  # data: for icons inlined in third-party CSS (Swagger UI)
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 # --- the rules -------------------------------------------------------------------------------
 SNAPSHOT_MAX_AGE_SECONDS = env("SNAPSHOT_MAX_AGE_SECONDS")
@@ -157,15 +230,41 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# How often beat looks for hosts whose probe interval has elapsed.
-PROBE_SWEEP_SECONDS = env.int("PROBE_SWEEP_SECONDS", default=15)
+# How often beat looks for hosts whose probe interval elapses before its next look. Each host
+# is probed at most its interval after the last probe (and at most this much earlier).
+PROBE_SWEEP_SECONDS = env.int("PROBE_SWEEP_SECONDS", default=5)
+# A sweep hands its hosts out as tasks of at most this many, each to the worker process that
+# probed them last (hosts.services.probe_routing), so each keeps its SSH connections warm.
+PROBE_BATCH_SIZE = env.int("PROBE_BATCH_SIZE", default=250)
+# A sweep claims at most twice what falls due per sweep (a whole fleet due at once is spread
+# over half an interval), and never fewer than MIN or more than MAX hosts.
+PROBE_SWEEP_MIN_HOSTS = env.int("PROBE_SWEEP_MIN_HOSTS", default=500)
+PROBE_SWEEP_MAX_HOSTS = env.int("PROBE_SWEEP_MAX_HOSTS", default=100_000)
+# Whether this worker takes scheduled probe batches on a queue of its own (false: a worker
+# kept for change jobs and webhooks), and how long one may stay silent before it is left out.
+PROBE_WORKER = env.bool("PROBE_WORKER", default=True)
+PROBE_WORKER_TTL_SECONDS = env.int("PROBE_WORKER_TTL_SECONDS", default=30)
+# A connection to a host this process has not probed for this long is closed.
+SSH_IDLE_SECONDS = env.float("SSH_IDLE_SECONDS", default=300.0)
+
+# --- snapshot retention (hosts.services.retention) -------------------------------------------
+# Every snapshot younger than SNAPSHOT_KEEP_ALL_SECONDS is kept; then one per host per
+# SNAPSHOT_DENSE_EVERY_SECONDS until SNAPSHOT_KEEP_DENSE_SECONDS; then one per host per
+# SNAPSHOT_SPARSE_EVERY_SECONDS for ever. A snapshot that a change request, an approval, a
+# host's health or an audit event names is never removed.
+SNAPSHOT_KEEP_ALL_SECONDS = env.int("SNAPSHOT_KEEP_ALL_SECONDS", default=86400)
+SNAPSHOT_DENSE_EVERY_SECONDS = env.int("SNAPSHOT_DENSE_EVERY_SECONDS", default=600)
+SNAPSHOT_KEEP_DENSE_SECONDS = env.int("SNAPSHOT_KEEP_DENSE_SECONDS", default=30 * 86400)
+SNAPSHOT_SPARSE_EVERY_SECONDS = env.int("SNAPSHOT_SPARSE_EVERY_SECONDS", default=3600)
+SNAPSHOT_RETENTION_SWEEP_SECONDS = env.int("SNAPSHOT_RETENTION_SWEEP_SECONDS", default=600)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"asyncssh": {"level": "WARNING"}},
+    # Sign-ins are audited; django-axes' own INFO lines would repeat each one in the log.
+    "loggers": {"asyncssh": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # --- audit anchoring ----------------------------------------------------------------------------
@@ -186,6 +285,10 @@ AUDIT_VERIFY_SECONDS = env.int("AUDIT_VERIFY_SECONDS", default=900)
 
 CELERY_BEAT_SCHEDULE = {
     "probe-due-hosts": {"task": "hosts.tasks.probe_due_hosts", "schedule": PROBE_SWEEP_SECONDS},
+    "snapshot-retention": {
+        "task": "hosts.tasks.thin_snapshots",
+        "schedule": SNAPSHOT_RETENTION_SWEEP_SECONDS,
+    },
     "audit-checkpoint": {
         "task": "controlplane.audit.tasks.write_checkpoint",
         "schedule": AUDIT_CHECKPOINT_SECONDS,
@@ -198,8 +301,11 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- change jobs --------------------------------------------------------------------------------
 # Kinds that always need a second person's approval. Any change of what serves or how it is
-# exposed needs it too, whatever its kind (deployments/policy.py).
-APPROVAL_REQUIRED_KINDS = env.list("APPROVAL_REQUIRED_KINDS", default=["model_swap"])
+# exposed needs it too, whatever its kind, and an engine repair always does, even if this list
+# leaves it out (deployments/policy.py).
+APPROVAL_REQUIRED_KINDS = env.list(
+    "APPROVAL_REQUIRED_KINDS", default=["model_swap", "engine_repair"]
+)
 # Engine flags an administrator has declared harmless: a redeploy that changes only these goes
 # without approval. Flags that change what serves or who can reach it cannot be listed here
 # (`manage.py check` says which); see deployments/engine_flags.py.
@@ -235,6 +341,10 @@ if _longest_command + JOB_LEASE_MARGIN_SECONDS > JOB_LEASE_SECONDS:
         f"SSH_COMMAND_TIMEOUT) plus {JOB_LEASE_MARGIN_SECONDS} s"
     )
 JOB_RECOVERY_SWEEP_SECONDS = env.int("JOB_RECOVERY_SWEEP_SECONDS", default=30)
+# The same sweep sends a job again that is still queued this long after it was queued: a
+# restarted broker without persistence loses the messages it held (only one worker can claim a
+# job, so a spare message is harmless).
+JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=60)
 HEALTH_POLL_SECONDS = env.float("HEALTH_POLL_SECONDS", default=2.0)
 CELERY_BEAT_SCHEDULE["recover-interrupted-jobs"] = {
     "task": "deployments.tasks.recover_interrupted_jobs",
@@ -282,6 +392,8 @@ SPECTACULAR_SETTINGS = {
         "SnapshotStatusEnum": "hosts.choices.SnapshotStatus",
         "ChangeStatusEnum": "deployments.choices.ChangeStatus",
         "StepStatusEnum": "deployments.choices.StepStatus",
+        "ChangeKindEnum": "deployments.choices.ChangeKind",
+        "EvaluationKindEnum": "deployments.choices.EvaluationKind",
     },
 }
 # Swagger UI's files vendored by drf-spectacular-sidecar (no CDN); without the package the

@@ -1,8 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
+    # Browsers ask for /favicon.ico whatever the page says: answer instead of logging a 404.
+    path(
+        "favicon.ico",
+        login_not_required(RedirectView.as_view(url=static("controlplane/favicon.svg"))),
+    ),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -15,3 +23,4 @@ urlpatterns = [
 ]
 
 handler403 = "controlplane.views.permission_denied"
+handler500 = "controlplane.views.server_error"

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render, resolve_url
+from django.template import loader
+from django.views import defaults
+from django_htmx.http import HttpResponseClientRedirect
 
 from controlplane.accounts.roles import user_roles
 from controlplane.htmx import is_partial
@@ -26,6 +32,34 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     return refusal_response(request, message, 403)
 
 
+DATABASE_UNAVAILABLE = (
+    "The database is not answering, so this could not be done or shown. Try again in a "
+    "moment; if you were submitting a change, look for it in the change list before you "
+    "submit it again."
+)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500. A database that does not answer (a restart, a failover, dropped
+    connections) is an outage, not a bug: 503 with Retry-After and words, as the API's JSON
+    shape or as a page that needs no database (base.html asks it who is signed in). Anything
+    else stays Django's plain 500 page."""
+    error = sys.exc_info()[1]
+    if not isinstance(error, OperationalError | InterfaceError):
+        return defaults.server_error(request)
+    response: HttpResponse
+    if request.path.startswith("/api/"):
+        body = {"detail": DATABASE_UNAVAILABLE, "code": "database_unavailable"}
+        response = JsonResponse(body, status=503)
+    else:
+        page = loader.render_to_string(
+            "database_unavailable.html", {"message": DATABASE_UNAVAILABLE}
+        )
+        response = HttpResponse(page, status=503)
+    response["Retry-After"] = "10"
+    return response
+
+
 class RefusalMiddleware:
     """A service's `Refused` that reaches the top of a page view becomes its HTTP status and
     the rule's own message, from controlplane.refusals' one table."""
@@ -41,6 +75,22 @@ class RefusalMiddleware:
         if isinstance(exception, Refused):
             return refusal_response(request, exception.message, exception.http_status)
         return None
+
+
+class HtmxSignInRedirectMiddleware:
+    """A sign-in that expired while a page polled: an htmx request redirected to sign in would
+    swap the sign-in form into a table row. Tell htmx to load the sign-in page instead."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response: HttpResponse = self.get_response(request)
+        if getattr(request, "htmx", False) and response.status_code == 302:
+            location = response.get("Location", "")
+            if location.startswith(resolve_url(settings.LOGIN_URL)):
+                return HttpResponseClientRedirect(location)
+        return response
 
 
 def _escape(text: str) -> str:

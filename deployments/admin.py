@@ -4,9 +4,12 @@ from controlplane.admin_readonly import ReadOnlyAdmin
 
 from .models import (
     Approval,
+    BenchmarkProfile,
     ChangeRequest,
+    CoherenceCheck,
     Deployment,
     DeploymentRevision,
+    Evaluation,
     HostLease,
     JobStep,
     ModelArtifact,
@@ -51,3 +54,33 @@ class JobStepAdmin(ReadOnlyAdmin):
 @admin.register(HostLease)
 class HostLeaseAdmin(ReadOnlyAdmin):
     list_display = ("host", "holder", "fencing_token", "expires_at")
+
+
+@admin.register(BenchmarkProfile)
+class BenchmarkProfileAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "is_default",
+        "concurrency_levels",
+        "input_tokens",
+        "output_tokens",
+        "requests_per_stream",
+        "duration_seconds",
+    )
+
+
+@admin.register(CoherenceCheck)
+class CoherenceCheckAdmin(admin.ModelAdmin):
+    """A model's suite, editable: each catalog model gets the default suite the first time it
+    is evaluated (deployments.evaluation.coherence.suite_for)."""
+
+    list_display = ("model", "position", "name", "kind", "enabled", "expect", "max_tokens")
+    list_filter = ("model", "kind", "enabled")
+    list_editable = ("position", "enabled")
+    ordering = ("model", "position")
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(ReadOnlyAdmin):
+    list_display = ("revision", "change", "phase", "kind", "passed", "started_at", "summary")
+    list_filter = ("kind", "phase", "passed")

@@ -19,6 +19,10 @@ class DeploymentsConfig(AppConfig):
         def void_drifted_approvals(sender: Any, snapshots: Any, **kwargs: Any) -> None:
             services.approvals_void_on_drift(snapshots=snapshots)
 
+        def update_health(sender: Any, snapshots: Any, **kwargs: Any) -> None:
+            services.hosts_health_update(hosts=[s.host for s in snapshots])
+
         snapshots_recorded.connect(
             void_drifted_approvals, weak=False, dispatch_uid="deployments-void-on-drift"
         )
+        snapshots_recorded.connect(update_health, weak=False, dispatch_uid="deployments-health")

@@ -22,12 +22,19 @@ class ChangeKind(models.TextChoices):
     REDEPLOY = "redeploy", "redeploy"
     MODEL_SWAP = "model_swap", "model swap"
     ROLLBACK = "rollback", "roll back"
+    ENGINE_REPAIR = "engine_repair", "engine repair"
 
 
 # Kinds that write a new unit file (a new or earlier revision) before restarting.
 REVISION_KINDS = {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP, ChangeKind.ROLLBACK}
+# Kinds that always need a second person, whatever APPROVAL_REQUIRED_KINDS says: reinstalling
+# the engine's package runs pip as root on the host.
+ALWAYS_APPROVED_KINDS = {ChangeKind.ENGINE_REPAIR}
+# Kinds that may rest on a partial snapshot (some facts unreadable, e.g. a GPU driver hiccup)
+# when the requester acknowledges what is unknown: the remedy is often exactly this.
+PARTIAL_SNAPSHOT_KINDS = {ChangeKind.STOP, ChangeKind.RESTART}
 # Kinds that must come up healthy and coherent afterwards.
-SERVING_KINDS = {ChangeKind.START, ChangeKind.RESTART} | REVISION_KINDS
+SERVING_KINDS = {ChangeKind.START, ChangeKind.RESTART, ChangeKind.ENGINE_REPAIR} | REVISION_KINDS
 
 
 class ChangeStatus(models.TextChoices):
@@ -59,3 +66,36 @@ class StepStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "succeeded"
     FAILED = "failed", "failed"
     SKIPPED = "skipped", "skipped"
+
+
+class EvaluationPhase(models.TextChoices):
+    BASELINE = "baseline", "baseline (before the change)"
+    AFTER = "after", "after the change"
+    RESTORE = "restore", "after restoring the previous revision"
+    ON_DEMAND = "on_demand", "on demand"
+
+
+class EvaluationKind(models.TextChoices):
+    COHERENCE = "coherence", "coherence suite"
+    BENCHMARK = "benchmark", "serving benchmark"
+
+
+class CheckKind(models.TextChoices):
+    FACTUAL = "factual", "factual"
+    ARITHMETIC = "arithmetic", "arithmetic"
+    CHAT = "chat", "multi-turn chat"
+    LONG_CONTEXT = "long_context", "long-context recall"
+    FIVE_TOKENS = "five_tokens", "five-token prompt"
+    DETERMINISM = "determinism", "greedy determinism"
+    PREVIOUS_REVISION = "previous_revision", "same answers as before"
+
+
+class CheckOutcome(models.TextChoices):
+    PASSED = "passed", "passed"
+    FAILED = "failed", "failed"
+    INCONCLUSIVE = "inconclusive", "inconclusive"
+
+
+class BenchmarkEndpoint(models.TextChoices):
+    COMPLETIONS = "completions", "/v1/completions"
+    CHAT = "chat", "/v1/chat/completions"

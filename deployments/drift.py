@@ -13,10 +13,10 @@ from typing import Any
 from django.conf import settings
 
 from hosts.models import StateSnapshot
-from hosts.state import fingerprint_drift
+from hosts.state import fingerprint_drift, unknown_fingerprint_fields
 
-from . import fit, serving_plan
-from .choices import SERVING_KINDS
+from . import fit, repair
+from .choices import SERVING_KINDS, ChangeKind
 from .models import ChangeRequest
 
 
@@ -24,9 +24,13 @@ def execution_drift(
     *, change: ChangeRequest, basis: StateSnapshot, current: StateSnapshot
 ) -> list[dict[str, Any]]:
     """The drift report; empty when it is still safe to act on what was decided."""
-    report = fingerprint_drift(basis.material_fingerprint(), current.material_fingerprint())
-    unit = change.deployment.unit
     then, now = basis.state(), current.state()
+    report = fingerprint_drift(basis.material_fingerprint(), current.material_fingerprint())
+    if change.rests_on_partial:
+        # Facts the requester acknowledged as unknown cannot have drifted: they were never known.
+        unknown = unknown_fingerprint_fields(then)
+        report = [r for r in report if not (unknown and r["field"].startswith(unknown))]
+    unit = change.deployment.unit
     inflight = now.inflight(unit)
     if inflight and not change.busy_acknowledged:
         report.append(
@@ -37,9 +41,13 @@ def execution_drift(
                 "why": "the request did not acknowledge a busy server; acting now drops them",
             }
         )
+    if change.kind == ChangeKind.ENGINE_REPAIR:
+        report += _engine_version_drift(change, current)
     revision = change.target_revision or change.from_revision
-    if change.kind in SERVING_KINDS and revision is not None:
-        plan = serving_plan.plan_from_unit_text(revision.unit_text)
+    # Without GPU facts (acknowledged by the requester) there is no fit to recompute.
+    gpus_unknown = change.rests_on_partial and not now.gpus
+    if change.kind in SERVING_KINDS and revision is not None and not gpus_unknown:
+        plan = revision.plan
         now_fit = fit.model_fits(
             state=now,
             weights_gib=revision.model.weights_gib,
@@ -64,3 +72,26 @@ def execution_drift(
                 }
             )
     return report
+
+
+def _engine_version_drift(change: ChangeRequest, current: StateSnapshot) -> list[dict[str, Any]]:
+    """An engine repair reinstalls the version the decision's integrity check found: if the
+    engine installed now is another (or cannot be read), that is not what was approved."""
+    package = (change.params or {}).get("engine_package") or {}
+    decided = f"{package.get('dist')}=={package.get('version')}"
+    report = repair.integrity_report(current.state(), change.deployment.unit)
+    found = (
+        f"{report.dist}=={report.version}"
+        if report is not None and report.version
+        else f"unreadable ({report.error if report is not None else 'not checked'})"
+    )
+    if found == decided:
+        return []
+    return [
+        {
+            "field": f"{change.deployment.unit} engine package",
+            "before": decided,
+            "after": found,
+            "why": "an engine repair reinstalls exactly the version that was decided on",
+        }
+    ]

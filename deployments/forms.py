@@ -7,9 +7,10 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from .choices import ChangeKind
+from .choices import PARTIAL_SNAPSHOT_KINDS, REVISION_KINDS, SERVING_KINDS, ChangeKind
 from .engine_flags import validate_extra_args
-from .models import ModelArtifact
+from .models import BenchmarkProfile, ModelArtifact
+from .units import validate_environment
 
 
 class ChangeRequestForm(forms.Form):
@@ -28,11 +29,29 @@ class ChangeRequestForm(forms.Form):
         "served name, parallelism, context length, port and bind address come from the "
         "deployment, not from here.",
     )
+    environment = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "NCCL_DEBUG=WARN"}),
+        help_text="The unit's Environment= variables, one NAME=value per line (empty: keep them "
+        "as they are). Secrets belong in an EnvironmentFile= on the host.",
+    )
     acknowledge_busy = forms.BooleanField(
         required=False, label="I know requests are in flight and accept dropping them"
     )
-    benchmark = forms.BooleanField(
-        required=False, label="Measure throughput after the change (stored on the revision)"
+    acknowledge_unknown = forms.BooleanField(
+        required=False,
+        label="I have read what the snapshot could not see and go ahead without it",
+    )
+    acknowledge_integrity = forms.BooleanField(
+        required=False,
+        label="I know the engine's files differ from its package and go ahead anyway",
+    )
+    benchmark_profile = forms.ModelChoiceField(
+        queryset=BenchmarkProfile.objects.all(),
+        required=False,
+        empty_label="no benchmark",
+        label="Serving benchmark, before and after the change",
+        help_text="The coherence suite always runs; the benchmark adds a few minutes.",
     )
 
     def __init__(self, *args: Any, kind: str, **kwargs: Any) -> None:
@@ -41,10 +60,19 @@ class ChangeRequestForm(forms.Form):
         if kind != ChangeKind.MODEL_SWAP:
             del self.fields["model"]
         if kind not in {ChangeKind.MODEL_SWAP, ChangeKind.REDEPLOY}:
-            for name in ("tensor_parallel_size", "max_model_len", "extra_args", "benchmark"):
+            for name in ("tensor_parallel_size", "max_model_len", "extra_args", "environment"):
                 del self.fields[name]
         if kind == ChangeKind.MODEL_SWAP:
             self.fields["model"].required = True
+        if kind not in PARTIAL_SNAPSHOT_KINDS:
+            del self.fields["acknowledge_unknown"]
+        if kind not in REVISION_KINDS:
+            del self.fields["acknowledge_integrity"]
+        if kind not in SERVING_KINDS:
+            del self.fields["benchmark_profile"]
+        elif not self.is_bound:  # the default profile, preselected
+            default = BenchmarkProfile.objects.filter(is_default=True).first()
+            self.fields["benchmark_profile"].initial = default.pk if default else None
 
     def clean_extra_args(self) -> list[str] | None:
         raw = self.cleaned_data.get("extra_args") or ""
@@ -56,6 +84,24 @@ class ChangeRequestForm(forms.Form):
         except ValidationError as exc:
             raise ValidationError(exc.messages) from exc
         return args
+
+    def clean_environment(self) -> dict[str, str] | None:
+        raw = self.cleaned_data.get("environment") or ""
+        if not raw.strip():
+            return None
+        env: dict[str, str] = {}
+        for number, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            name, eq, value = line.strip().partition("=")
+            if not eq:
+                raise ValidationError(f"Line {number}: write NAME=value.")
+            env[name.strip()] = value.strip()
+        try:
+            validate_environment(env)
+        except ValidationError as exc:
+            raise ValidationError(exc.messages) from exc
+        return env
 
 
 class DecisionForm(forms.Form):

@@ -9,7 +9,7 @@ from controlplane.clock import SYSTEM_CLOCK, Clock
 
 from . import lease as leases
 from .choices import ChangeStatus
-from .models import ChangeRequest, JobStep
+from .models import ChangeRequest, Evaluation, JobStep
 from .outcomes import JobEnded
 from .remote import HostShell
 from .steps import StepJournal
@@ -28,6 +28,9 @@ class Job:
         # an administrator may have edited since the decision.
         revision = change.target_revision or change.from_revision
         self.port = revision.port if revision is not None else self.deployment.port
+        # The coherence suite run on what served before the first destructive command, if the
+        # unit was serving: a host that was already broken is reported as such.
+        self.baseline: Evaluation | None = None
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[JobStep]:

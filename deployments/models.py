@@ -13,6 +13,8 @@ from hosts.models import Host, StateSnapshot
 
 from .choices import ApprovalDecision, ChangeKind, ChangeStatus, Engine, Quantization, StepStatus
 from .engine_flags import validate_extra_args
+from .serving_plan import ServingPlan, plan_from_unit_text
+from .units import validate_environment
 
 
 class ModelArtifact(models.Model):
@@ -21,7 +23,12 @@ class ModelArtifact(models.Model):
     name = models.CharField(max_length=200, validators=[validators.validate_model_id])
     variant = models.CharField(max_length=10, choices=Quantization.choices)
     weights_gib = models.FloatField(validators=[MinValueValidator(0.1), MaxValueValidator(100_000)])
-    path = models.CharField(max_length=500, validators=[validators.validate_abs_path])
+    path = models.CharField(
+        max_length=500,
+        validators=[validators.validate_model_location],
+        help_text="What the engine is given: an absolute path on the host, or a repository id "
+        "(nvidia/Kimi-K2.5-NVFP4) the engine resolves from its cache.",
+    )
     served_name = models.CharField(
         max_length=128,
         validators=[validators.validate_served_name],
@@ -64,6 +71,14 @@ class Deployment(models.Model):
     engine_dist = models.CharField(
         max_length=100, default="vllm", validators=[validators.validate_dist_name]
     )
+    engine_package_source = models.CharField(
+        max_length=300,
+        blank=True,
+        validators=[validators.validate_abs_path],
+        help_text="Where an engine repair reinstalls the engine from: empty for the index the "
+        "engine's pip is configured with, or a wheel directory on the host (pip install "
+        "--no-index --find-links <dir>).",
+    )
     tensor_parallel_size = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(64)]
     )
@@ -86,6 +101,13 @@ class Deployment(models.Model):
         validators=[validate_extra_args],
         help_text="Further engine flags. The model, served name, parallelism, context length, "
         "port and bind address come from the fields above and cannot be given here.",
+    )
+    environment = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_environment],
+        help_text="Environment= variables of the unit (NAME: value). Secrets go in an "
+        "EnvironmentFile= on the host, never here. Changing them needs approval.",
     )
     load_timeout_seconds = models.PositiveIntegerField(
         default=900, validators=[MinValueValidator(5), MaxValueValidator(7200)]
@@ -119,8 +141,15 @@ class DeploymentRevision(models.Model):
     port = models.PositiveIntegerField()
     bind_address = models.CharField(max_length=45, default="127.0.0.1")
     extra_args = models.JSONField(default=list, blank=True, validators=[validate_extra_args])
-    unit_text = models.TextField()
+    environment = models.JSONField(default=dict, blank=True)  # its Environment= assignments
+    # Variables its EnvironmentFile= set when it was adopted (secrets redacted): they expand
+    # ${MODEL} and the like in its command line.
+    file_variables = models.JSONField(default=dict, blank=True)
+    unit_text = models.TextField()  # the exact bytes written to (or adopted from) the host
     unit_sha256 = models.CharField(max_length=64)
+    # False when adopted from a unit holding secrets, which the probe redacts: such a unit
+    # cannot be written back byte for byte, so no change may write or rewrite it.
+    exact_bytes = models.BooleanField(default=True)
     created_by = models.CharField(max_length=200)
     created_from_change = models.ForeignKey(
         "ChangeRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -144,13 +173,18 @@ class DeploymentRevision(models.Model):
             raise ValueError("deployment revisions are immutable")
         super().save(*args, **kwargs)
 
+    @property
+    def plan(self) -> ServingPlan:
+        """What this revision's unit serves, read as the engine reads it."""
+        return plan_from_unit_text(self.unit_text, self.file_variables)
+
 
 class ChangeRequest(models.Model):
     """A destructive action on a deployment, decided on one snapshot of its host."""
 
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="changes")
     deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="changes")
-    kind = models.CharField(max_length=12, choices=ChangeKind.choices)
+    kind = models.CharField(max_length=20, choices=ChangeKind.choices)
     snapshot = models.ForeignKey(StateSnapshot, on_delete=models.PROTECT, related_name="+")
     from_revision = models.ForeignKey(
         DeploymentRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -180,6 +214,11 @@ class ChangeRequest(models.Model):
     after_snapshot = models.ForeignKey(
         StateSnapshot, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    # The host as verification found it failing, taken before the previous revision is restored
+    # (after_snapshot is then the restored state).
+    failure_snapshot = models.ForeignKey(
+        StateSnapshot, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -201,6 +240,11 @@ class ChangeRequest(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.get_kind_display()} {self.deployment.unit} on {self.host}"
+
+    @property
+    def rests_on_partial(self) -> bool:
+        """The requester acknowledged unknown facts, so partial snapshots may back it."""
+        return "acknowledged_unknown" in (self.params or {})
 
 
 class Approval(models.Model):
@@ -275,3 +319,21 @@ class HostLease(models.Model):
 
     def __str__(self) -> str:
         return f"lease on {self.host_id}: change {self.holder_id} token {self.fencing_token}"
+
+
+# The evaluation rows live in their own module; importing them here registers them with this
+# app and lets the rest of the product import every row from deployments.models.
+from .evaluation.models import BenchmarkProfile, CoherenceCheck, Evaluation  # noqa: E402
+
+__all__ = [
+    "Approval",
+    "BenchmarkProfile",
+    "ChangeRequest",
+    "CoherenceCheck",
+    "Deployment",
+    "DeploymentRevision",
+    "Evaluation",
+    "HostLease",
+    "JobStep",
+    "ModelArtifact",
+]

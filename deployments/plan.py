@@ -7,10 +7,18 @@ from controlplane.audit.actions import AuditAction
 from hosts import commands
 from hosts.ssh import SSHFailure
 
-from . import verification
-from .choices import REVISION_KINDS, SERVING_KINDS, ChangeKind, ChangeStatus
+from . import repair, verification
+from .choices import (
+    REVISION_KINDS,
+    SERVING_KINDS,
+    ChangeKind,
+    ChangeStatus,
+    CheckOutcome,
+    EvaluationPhase,
+)
+from .evaluation import runs
 from .job import Job
-from .models import DeploymentRevision
+from .models import DeploymentRevision, Evaluation
 from .outcomes import JobEnded, VerificationFailed
 
 
@@ -25,14 +33,16 @@ def apply(job: Job) -> None:
     elif kind == ChangeKind.STOP:
         systemctl(job, "stop")
         verification.wait_inactive(job)
+    elif kind == ChangeKind.ENGINE_REPAIR:
+        repair.reinstall(job)
+        systemctl(job, "restart")  # the running engine keeps the code it loaded until then
     else:
         systemctl(job, "start" if kind == ChangeKind.START else "restart")
     revision = target or job.change.from_revision
     if kind in SERVING_KINDS and revision is not None:
         verification.wait_healthy(job)
-        verification.smoke(job, revision)
-        if job.change.params.get("benchmark"):
-            verification.benchmark(job, revision)
+        verification.coherent(job, revision, EvaluationPhase.AFTER)
+        verification.measure(job, revision, EvaluationPhase.AFTER)
     verification.verify_after(job, revision)
 
 
@@ -67,14 +77,44 @@ def restore(job: Job, why: str) -> None:
         write_revision(job, previous)
         systemctl(job, "restart")
         verification.wait_healthy(job)
-        verification.smoke(job, previous)
+        suite = runs.coherence_run(job, previous, EvaluationPhase.RESTORE)
         verification.verify_after(job, previous)
     except (VerificationFailed, SSHFailure) as exc:
         raise JobEnded(
             ChangeStatus.FAILED,
             f"{why}; restoring revision {previous.number} failed too: {exc}",
         ) from exc
-    raise JobEnded(
-        ChangeStatus.ROLLED_BACK,
-        f"{why}; restored revision {previous.number}, verified healthy",
-    )
+    regressed = _restore_regressions(job, suite)
+    if regressed:
+        raise JobEnded(
+            ChangeStatus.FAILED,
+            f"{why}; restored revision {previous.number}, but it fails {regressed}",
+        )
+    said = "verified healthy and coherent"
+    if not suite.passed:
+        said = (
+            f"healthy, and it fails the same checks it failed before the change ({suite.summary})"
+        )
+    raise JobEnded(ChangeStatus.ROLLED_BACK, f"{why}; restored revision {previous.number}, {said}")
+
+
+def _restore_regressions(job: Job, suite: Evaluation) -> str:
+    """What the restored revision fails that it did not fail before the change ("" if nothing).
+
+    Without a baseline there is no telling, so every failed check counts: a restore is only
+    good when the revision is back where it was.
+    """
+    if suite.passed:
+        return ""
+    failed = failed_checks(suite)
+    before = set(failed_checks(job.baseline)) if job.baseline is not None else set()
+    new = [name for name in failed if name not in before]
+    return ", ".join(new)
+
+
+def failed_checks(evaluation: Evaluation) -> list[str]:
+    return [
+        c["name"]
+        for c in evaluation.results.get("checks", [])
+        if c.get("outcome") == CheckOutcome.FAILED
+    ]

@@ -38,6 +38,9 @@ class HostShell:
         self.lease.renew()
         line = host_services.command_line_for(self.host, argv)
         step.command = f"{step.command}\n{line}".strip()
+        # Written down before it is sent: if the worker dies while the step runs, the step's
+        # audit event is never written, and recovery reads the lines from here instead.
+        JobStep.objects.filter(pk=step.pk).update(command=step.command)
         result = host_services.host_run(
             host=self.host,
             argv=argv,
@@ -63,13 +66,15 @@ class HostShell:
         except parsers.ParseError:
             return None
 
-    def probe(self) -> StateSnapshot:
-        """A snapshot taken for the job, in the job's audit thread, under its lease."""
+    def probe(self, *, integrity: bool | None = None) -> StateSnapshot:
+        """A snapshot taken for the job, in the job's audit thread, under its lease (with the
+        engine integrity check when `integrity`, or when the host's interval says it is due)."""
         with audit_context.acting(correlation_id=self.correlation_id):
             self.lease.renew()
             return host_services.host_probe(
                 host=self.host,
                 trigger=ProbeTrigger.JOB,
+                integrity=integrity,
                 heartbeat=self.lease.renew,
                 heartbeat_every=leases.heartbeat_every(),
             )

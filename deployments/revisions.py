@@ -1,10 +1,20 @@
-"""Deployment revisions: rendering a unit, storing it immutably, and what a change would write."""
+"""Deployment revisions: the unit file as it is on the host, stored immutably, and what a change
+would write.
+
+The first revision of a deployment is the unit the host already runs, adopted byte for byte
+from the newest snapshot that read it (`systemctl cat`), with the variables its
+EnvironmentFile= sets. A deployment the host does not have yet gets a rendered unit instead.
+Every later revision rewrites its predecessor's command line and the Environment= values it
+changes, and nothing else, so a rollback writes exactly the bytes of an earlier revision.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Max
+
+from hosts.models import StateSnapshot
 
 from . import engine_flags, serving_plan, units
 from .choices import ChangeKind
@@ -20,10 +30,17 @@ class RevisionContent:
     max_model_len: int
     extra_args: tuple[str, ...]
     unit_text: str
+    environment: dict[str, str] = field(default_factory=dict)
+    file_variables: dict[str, str] = field(default_factory=dict)
+    exact: bool = True  # False: adopted with secrets redacted, so it cannot be written back
 
     @property
     def plan(self) -> serving_plan.ServingPlan:
-        return serving_plan.plan_from_unit_text(self.unit_text)
+        return serving_plan.plan_from_unit_text(self.unit_text, self.file_variables)
+
+
+class UnitNotWritable(Exception):
+    """The change would write a unit the control plane cannot write faithfully."""
 
 
 def revision_render(
@@ -34,25 +51,60 @@ def revision_render(
     max_model_len: int,
     extra_args: list[str] | tuple[str, ...],
     number: int,
+    base: DeploymentRevision | None = None,
+    environment: dict[str, str] | None = None,
 ) -> RevisionContent:
-    """Render the unit a revision would write. Raises EngineArgRefused for reserved flags."""
+    """The unit a revision would write: `base`'s unit with a new command line (and new
+    Environment= values), or a new unit when there is no base. Raises EngineArgRefused for
+    reserved flags and UnitNotWritable for a base adopted with its secrets redacted."""
     args = tuple(engine_flags.normalise_extra_args(list(extra_args)))
-    text = units.render_unit(
-        units.UnitSpec(
-            unit=deployment.unit,
-            engine=model.engine,
-            engine_binary=deployment.engine_binary,
-            model_path=model.path,
-            served_name=model.served_name,
-            tensor_parallel_size=tensor_parallel_size,
-            max_model_len=max_model_len,
-            port=deployment.port,
-            bind_address=deployment.bind_address,
-            extra_args=args,
-            revision=number,
+    env = dict(base.environment if base is not None and environment is None else environment or {})
+    spec = units.UnitSpec(
+        unit=deployment.unit, engine=model.engine, engine_binary=deployment.engine_binary,
+        model_path=model.path, served_name=model.served_name,
+        tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
+        port=deployment.port, bind_address=deployment.bind_address, extra_args=args,
+        revision=number, environment=tuple(sorted(env.items())),
+    )  # fmt: skip
+    if base is None:
+        text = units.render_unit(spec)
+        return RevisionContent(model, tensor_parallel_size, max_model_len, args, text, env)
+    if not base.exact_bytes:
+        raise UnitNotWritable(
+            f"revision {base.number} was adopted with secrets in the unit file (shown "
+            "redacted here), so it cannot be rewritten faithfully: move them to an "
+            "EnvironmentFile= on the host, probe it, and request the change again"
         )
+    text = units.rewrite_unit(
+        base.unit_text, exec_start_line=units.exec_start(spec), old_env=base.environment,
+        new_env=env,
+    )  # fmt: skip
+    return RevisionContent(
+        model, tensor_parallel_size, max_model_len, args, text, env, dict(base.file_variables)
     )
-    return RevisionContent(model, tensor_parallel_size, max_model_len, args, text)
+
+
+def adopted_content(deployment: Deployment, snapshot: StateSnapshot) -> RevisionContent | None:
+    """The unit `snapshot` read on the host, as revision content; None if it read none."""
+    dep = snapshot.state().deployments.get(deployment.unit)
+    if dep is None or not dep.unit_files:
+        return None
+    fragment = dep.unit_files[0]
+    variables: dict[str, str] = {}
+    for env_file in dep.environment_files:
+        variables.update(env_file.variables)
+    plan = serving_plan.plan_from_unit_text(fragment.text, variables)
+    model = ModelArtifact.objects.filter(path=plan.model).first() if plan.model else None
+    return RevisionContent(
+        model=model or deployment.model,
+        tensor_parallel_size=plan.tensor_parallel_size,
+        max_model_len=plan.max_model_len or deployment.max_model_len,
+        extra_args=tuple(f"{k}={v}" if v is not None else k for k, v in plan.flags.items()),
+        unit_text=fragment.text,
+        environment=units.environment_of(fragment.text),
+        file_variables=variables,
+        exact=units.unit_sha256(fragment.text) == fragment.sha256,
+    )
 
 
 def next_revision_number(deployment: Deployment) -> int:
@@ -77,36 +129,58 @@ def revision_create(
         port=deployment.port,
         bind_address=deployment.bind_address,
         extra_args=list(content.extra_args),
+        environment=content.environment,
+        file_variables=content.file_variables,
+        exact_bytes=content.exact,
         unit_text=content.unit_text,
         unit_sha256=units.unit_sha256(content.unit_text),
         created_by=created_by,
         created_from_change=change,
     )
-    revision.full_clean()
+    revision.full_clean(exclude=["extra_args"])  # adopted flags are what the host runs
     revision.save()
     return revision
 
 
-def deployment_current_revision(deployment: Deployment) -> DeploymentRevision:
-    """The revision believed to be deployed; the first time, adopt the deployment as revision 1."""
+def deployment_current_revision(
+    deployment: Deployment, snapshot: StateSnapshot | None = None
+) -> DeploymentRevision:
+    """The revision believed to be deployed. The first time, adopt the unit the host runs (from
+    `snapshot`, or the newest snapshot that read it), or render one if the host has none."""
     if deployment.current_revision_id:
         assert deployment.current_revision is not None
         return deployment.current_revision
     number = next_revision_number(deployment)
-    content = revision_render(
-        deployment=deployment,
-        model=deployment.model,
-        tensor_parallel_size=deployment.tensor_parallel_size,
-        max_model_len=deployment.max_model_len,
-        extra_args=list(deployment.extra_args),
-        number=number,
-    )
+    source = snapshot or _newest_with_unit_files(deployment)
+    content = adopted_content(deployment, source) if source is not None else None
+    adopted = content is not None
+    if content is None:
+        content = revision_render(
+            deployment=deployment, model=deployment.model,
+            tensor_parallel_size=deployment.tensor_parallel_size,
+            max_model_len=deployment.max_model_len, extra_args=list(deployment.extra_args),
+            number=number, environment=dict(deployment.environment),
+        )  # fmt: skip
     revision = revision_create(
-        deployment=deployment, content=content, number=number, created_by="system:adopted"
+        deployment=deployment,
+        content=content,
+        number=number,
+        created_by="system:adopted from the host" if adopted else "system:rendered",
     )
     Deployment.objects.filter(pk=deployment.pk).update(current_revision=revision)
     deployment.current_revision = revision
     return revision
+
+
+def _newest_with_unit_files(deployment: Deployment) -> StateSnapshot | None:
+    recent = deployment.host.snapshots.filter(status__in=["ok", "partial"]).order_by(
+        "-taken_at", "-id"
+    )[:5]
+    for snapshot in recent:
+        dep = snapshot.state().deployments.get(deployment.unit)
+        if dep is not None and dep.unit_files:
+            return snapshot
+    return None
 
 
 def rollback_target(deployment: Deployment) -> DeploymentRevision | None:
@@ -129,10 +203,11 @@ class ChangeTarget:
     content: RevisionContent | None = None  # a new revision to store
     number: int | None = None
     revision: DeploymentRevision | None = None  # an existing revision to go back to
+    file_variables: dict[str, str] = field(default_factory=dict)
 
     @property
     def plan(self) -> serving_plan.ServingPlan:
-        return serving_plan.plan_from_unit_text(self.unit_text)
+        return serving_plan.plan_from_unit_text(self.unit_text, self.file_variables)
 
     @property
     def writes_unit(self) -> bool:
@@ -151,23 +226,38 @@ def change_target(
     tensor_parallel_size: int | None = None,
     max_model_len: int | None = None,
     extra_args: list[str] | None = None,
+    environment: dict[str, str] | None = None,
+    snapshot: StateSnapshot | None = None,
 ) -> ChangeTarget:
-    """Raises EngineArgRefused (reserved flags) and NoRollbackTarget."""
-    current = deployment_current_revision(deployment)
+    """Raises EngineArgRefused (reserved flags), NoRollbackTarget and UnitNotWritable."""
+    current = deployment_current_revision(deployment, snapshot)
+    variables = dict(current.file_variables)
     if kind == ChangeKind.ROLLBACK:
         target = rollback_target(deployment)
         if target is None:
             raise NoRollbackTarget("there is no earlier revision to roll back to")
-        return ChangeTarget(kind, current, target.model, target.unit_text, revision=target)
+        if not target.exact_bytes:
+            raise UnitNotWritable(
+                f"revision {target.number} was adopted with secrets redacted: it cannot be "
+                "written back byte for byte"
+            )
+        return ChangeTarget(
+            kind, current, target.model, target.unit_text, revision=target,
+            file_variables=dict(target.file_variables),
+        )  # fmt: skip
     if kind not in {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP}:
-        return ChangeTarget(kind, current, current.model, current.unit_text)
+        return ChangeTarget(
+            kind, current, current.model, current.unit_text, file_variables=variables
+        )
     number = next_revision_number(deployment)
     content = revision_render(
-        deployment=deployment,
-        model=model or current.model,
+        deployment=deployment, model=model or current.model,
         tensor_parallel_size=tensor_parallel_size or current.tensor_parallel_size,
         max_model_len=max_model_len or current.max_model_len,
         extra_args=list(current.extra_args) if extra_args is None else extra_args,
-        number=number,
-    )
-    return ChangeTarget(kind, current, content.model, content.unit_text, content, number)
+        number=number, base=current, environment=environment,
+    )  # fmt: skip
+    return ChangeTarget(
+        kind, current, content.model, content.unit_text, content, number,
+        file_variables=variables,
+    )  # fmt: skip

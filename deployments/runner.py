@@ -7,10 +7,14 @@ heartbeat stops and recover_interrupted() marks it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 
-from django.db import transaction
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import Max
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from controlplane.audit import context as audit_context
@@ -24,28 +28,33 @@ from hosts.models import StateSnapshot
 from hosts.ssh import SSHFailure
 
 from . import lease as leases
-from . import lifecycle, plan, services
-from .choices import REVISION_KINDS, ChangeStatus
+from . import lifecycle, plan, services, verification
+from .choices import REVISION_KINDS, ChangeKind, ChangeStatus
 from .drift import execution_drift
 from .job import Job
 from .lease import LeaseLost
 from .models import ChangeRequest, Deployment
 from .outcomes import JobEnded, VerificationFailed
+from .steps import steps_close_unfinished
 
-__all__ = ["Job", "LeaseLost", "change_execute", "recover_interrupted"]
+__all__ = ["Job", "LeaseLost", "change_execute", "queued_too_long", "recover_interrupted"]
 
 
 def run(job: Job) -> None:
-    """Check that the decision still holds, take the host, re-check the host itself, then
-    act; a failed verification of a new revision restores the previous one."""
+    """Check that the decision still holds, take the host, re-check the host itself, evaluate
+    what serves now, then act; a failed verification is kept in a snapshot, and a new revision
+    that fails it restores the previous one."""
     basis = _check_decision(job)
     with job.step("take the host lease"):
         job.take_lease()
-    _check_host(job, basis)
+    before = _check_host(job, basis)
+    verification.baseline(job, before)
     try:
         plan.apply(job)
     except VerificationFailed as failure:
-        if job.change.kind in REVISION_KINDS and job.change.from_revision is not None:
+        restoring = job.change.kind in REVISION_KINDS and job.change.from_revision is not None
+        verification.snapshot_on_failure(job, final=not restoring)
+        if restoring:
             plan.restore(job, str(failure))
         raise JobEnded(ChangeStatus.FAILED, str(failure)) from failure
 
@@ -61,7 +70,9 @@ def _check_decision(job: Job) -> StateSnapshot:
     basis = approval.snapshot if approval is not None else change.snapshot
     with job.step("check the snapshot is still fresh"):
         try:
-            host_services.snapshot_require_fresh(snapshot=basis, host=job.host)
+            host_services.snapshot_require_fresh(
+                snapshot=basis, host=job.host, allow_partial=change.rests_on_partial
+            )
         except host_services.SnapshotNotUsable as exc:
             raise JobEnded(ChangeStatus.FAILED, f"refused at execution start: {exc}") from exc
     if change.needs_approval:
@@ -73,14 +84,20 @@ def _check_decision(job: Job) -> StateSnapshot:
     return basis
 
 
-def _check_host(job: Job, basis: StateSnapshot) -> None:
-    """Probe again right before the first destructive command; any drift ends the job."""
+def _check_host(job: Job, basis: StateSnapshot) -> StateSnapshot:
+    """Probe again right before the first destructive command; any drift ends the job. An
+    engine repair checks the engine's files again too: it reinstalls what that check finds."""
     change = job.change
     with job.step("re-probe and compare with the decided snapshot") as step:
-        before = job.shell.probe()
+        before = job.shell.probe(
+            integrity=True if change.kind == ChangeKind.ENGINE_REPAIR else None
+        )
         ChangeRequest.objects.filter(pk=change.pk).update(before_snapshot=before)
         change.before_snapshot = before
-        if before.status != SnapshotStatus.OK:
+        usable = {SnapshotStatus.OK} | (
+            {SnapshotStatus.PARTIAL} if change.rests_on_partial else set()
+        )
+        if before.status not in usable:
             raise JobEnded(
                 ChangeStatus.FAILED, f"could not re-probe the host: {before.status} {before.error}"
             )
@@ -90,6 +107,7 @@ def _check_host(job: Job, basis: StateSnapshot) -> None:
             ChangeRequest.objects.filter(pk=change.pk).update(drift_report=drift)
             change.drift_report = drift
             raise JobEnded(ChangeStatus.DRIFTED, "the host drifted since the decision")
+    return before
 
 
 def _apply_revision_to_deployment(change: ChangeRequest) -> None:
@@ -102,6 +120,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
     deployment.tensor_parallel_size = revision.tensor_parallel_size
     deployment.max_model_len = revision.max_model_len
     deployment.extra_args = revision.extra_args
+    deployment.environment = revision.environment
     deployment.save(
         update_fields=[
             "current_revision",
@@ -109,6 +128,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
             "tensor_parallel_size",
             "max_model_len",
             "extra_args",
+            "environment",
         ]
     )
 
@@ -125,7 +145,12 @@ def _end(change: ChangeRequest, status: str, reason: str) -> bool:
             return False
         if status == ChangeStatus.SUCCEEDED:
             _apply_revision_to_deployment(change)
-        return lifecycle.change_transition(
+        # A step whose own record failed (the database went away as it was written) is closed
+        # here, and what it sent is named in this event.
+        unfinished = steps_close_unfinished(
+            change=change, why="the job ended before this step was recorded", now=timezone.now()
+        )
+        ended = lifecycle.change_transition(
             change=change,
             source=ChangeStatus.RUNNING,
             target=status,
@@ -137,8 +162,20 @@ def _end(change: ChangeRequest, status: str, reason: str) -> bool:
                 "drift": change.drift_report or None,
                 "before_snapshot": change.before_snapshot_id,
                 "after_snapshot": change.after_snapshot_id,
+                **({"unfinished_steps": unfinished} if unfinished else {}),
             },
         )
+        # The host's verdict weighs the last change's outcome: decide it again now.
+        services.host_health_update(host=change.host, ended_change=change.pk)
+        return ended
+
+
+def _snapshot_of_lost_host(job: Job) -> None:
+    """The host stopped answering mid-job: what a probe finds now (unreachable, timing out)
+    becomes the job's last snapshot, so the host's page and its verdict say so as the job
+    ends, not at the next scheduled probe. Best effort: the job ends failed either way."""
+    with contextlib.suppress(JobEnded, LeaseLost, SSHFailure):
+        verification.snapshot_on_failure(job, final=True)
 
 
 def change_execute(*, change_id: int, clock: Clock = SYSTEM_CLOCK) -> ChangeRequest | None:
@@ -162,15 +199,26 @@ def change_execute(*, change_id: int, clock: Clock = SYSTEM_CLOCK) -> ChangeRequ
         )
         try:
             run(job)
-            _end(change, ChangeStatus.SUCCEEDED, "verified healthy and coherent")
+            note = verification.baseline_note(job)
+            _end(change, ChangeStatus.SUCCEEDED, f"verified healthy and coherent{note}")
         except JobEnded as ended:
-            _end(change, ended.status, ended.reason)
+            _end(change, ended.status, f"{ended.reason}{verification.baseline_note(job)}")
         except LeaseLost as lost:
             _end(change, ChangeStatus.INTERRUPTED, str(lost))
         except SSHFailure as failure:
+            _snapshot_of_lost_host(job)
             _end(change, ChangeStatus.FAILED, f"SSH: {failure.message}")
         except commands.UnsafeCommand as refused:  # a row that bypassed validation
             _end(change, ChangeStatus.FAILED, f"nothing sent: {refused}")
+        except (OperationalError, InterfaceError) as lost:
+            # The database went away mid-job (a restart, dropped connections): what the job was
+            # writing, a step's end and its audit event, is lost with its transaction, so the
+            # job goes no further. Said on a new connection if the database answers again; if
+            # not, this raises too and recovery ends the job once its lease lapses.
+            connection.close_if_unusable_or_obsolete()
+            why = str(lost).splitlines()[0] if str(lost) else type(lost).__name__
+            _end(change, ChangeStatus.FAILED, f"the database connection was lost ({why}), so "
+                 "the job stopped before its next step")  # fmt: skip
         except Exception as exc:  # keep the job out of `running`, with the error on the row
             _end(change, ChangeStatus.FAILED, f"internal error: {type(exc).__name__}: {exc}")
             raise
@@ -195,6 +243,11 @@ def recover_interrupted(now: dt.datetime | None = None) -> list[int]:
             continue
         with transaction.atomic():
             released = leases.lease_free(change=change)
+            # The step the worker died in never wrote its audit event: this one names what it
+            # had sent, so the log still accounts for every command the host received.
+            unfinished = steps_close_unfinished(
+                change=change, why="interrupted: the worker stopped during this step", now=now
+            )
             ended = lifecycle.change_transition(
                 change=change,
                 source=ChangeStatus.RUNNING,
@@ -202,11 +255,29 @@ def recover_interrupted(now: dt.datetime | None = None) -> list[int]:
                 reason="the worker's heartbeat stopped (killed or partitioned)",
                 action=AuditAction.CHANGE_INTERRUPTED,
                 snapshot=change.snapshot,
-                data={"lease_released": released},
+                data={"lease_released": released, "unfinished_steps": unfinished},
                 now=now,
             )
             if not ended:
                 transaction.set_rollback(True)  # someone else ended it: keep their lease too
                 continue
         recovered.append(change.pk)
+        # As when a job ends by itself: the host's verdict weighs the last change's outcome.
+        services.host_health_update(host=change.host, ended_change=change.pk)
     return recovered
+
+
+def queued_too_long(now: dt.datetime | None = None) -> list[int]:
+    """Changes still queued JOB_REQUEUE_AFTER_SECONDS after they were queued (requested, or
+    approved): their message may be gone with a restarted broker (docker-compose runs Redis
+    without persistence), or never have reached it. The recovery sweep sends them again; a
+    second message for a change is harmless, since only one worker can claim it."""
+    now = now or timezone.now()
+    cutoff = now - dt.timedelta(seconds=settings.JOB_REQUEUE_AFTER_SECONDS)
+    return list(
+        ChangeRequest.objects.filter(status=ChangeStatus.QUEUED)
+        .annotate(queued_at=Coalesce(Max("approvals__created_at"), "created_at"))
+        .filter(queued_at__lte=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )

@@ -17,6 +17,7 @@ CHANGE_RELATED = (
     "target_revision__model",
     "before_snapshot",
     "after_snapshot",
+    "failure_snapshot",
 )
 
 

@@ -7,10 +7,12 @@ Approvals compare these plans (deployments.policy), the fit check sizes them
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from . import units
 from .engine_flags import (
     BOOLEAN,
     FIT,
@@ -173,25 +175,35 @@ def plan_from_argv(argv: Sequence[str]) -> ServingPlan:
     )
 
 
-def plan_from_unit_text(text: str) -> ServingPlan:
-    """The plan of the last ExecStart= in a unit file (systemd's own rule for Type=simple)."""
-    lines: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        if raw.rstrip().endswith("\\"):
-            pending += raw.rstrip()[:-1] + " "
-            continue
-        lines.append(pending + raw)
-        pending = ""
-    exec_start = ""
-    for line in lines:
-        key, eq, value = line.strip().partition("=")
-        if eq and key.strip() == "ExecStart":
-            exec_start = value.strip().lstrip("-@:+!")
+def plan_from_unit_text(text: str, file_variables: dict[str, str] | None = None) -> ServingPlan:
+    """The plan of the unit's command line (its last ExecStart=, systemd's rule for
+    Type=simple), with ${VAR} and $VAR expanded from its Environment= lines and, over them, the
+    variables its EnvironmentFile= set (`file_variables`), as systemd expands them."""
+    command = units.exec_start_of(text) or ""
+    command = command.lstrip("-@:+!")
+    variables = {**units.environment_of(text), **(file_variables or {})}
     try:
-        return plan_from_argv(shlex.split(exec_start))
+        return plan_from_argv(expand_variables(shlex.split(command), variables))
     except ValueError:
-        return ServingPlan(engine="unknown", flags={"argv": exec_start})
+        return ServingPlan(engine="unknown", flags={"argv": command})
+
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_BARE_VAR_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_variables(words: list[str], variables: dict[str, str]) -> list[str]:
+    """systemd's ExecStart= expansion: `${VAR}` becomes the value as part of its word; a word
+    that is just `$VAR` becomes the value split at whitespace. Unknown variables expand to
+    nothing, as systemd does."""
+    out: list[str] = []
+    for word in words:
+        bare = _BARE_VAR_RE.fullmatch(word)
+        if bare:
+            out += variables.get(bare.group(1), "").split()
+            continue
+        out.append(_VAR_RE.sub(lambda m: variables.get(m.group(1), ""), word))
+    return out
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Iterator
+from typing import Any
 
 from django.db import transaction
 
@@ -78,3 +80,24 @@ class StepJournal:
                     "seconds": step.duration_seconds,
                 },
             )
+
+
+def steps_close_unfinished(
+    *, change: ChangeRequest, why: str, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """Close, as failed, the steps a job left running (its worker died, or the database went
+    away while it recorded the step), and say what they sent, for the audit event that ends the
+    job: a step's audit event is written when it ends, so without this the commands of the step
+    a job died in would be in no event. Each command line is written to its step before it is
+    sent (deployments.remote), so the last one listed may not have reached the host."""
+    unfinished = list(
+        JobStep.objects.select_for_update()
+        .filter(change=change, status=StepStatus.RUNNING)
+        .order_by("seq")
+    )
+    for step in unfinished:
+        step.status = StepStatus.FAILED
+        step.output = f"{step.output}\n{why}".strip()[-MAX_OUTPUT_CHARS:]
+        step.finished_at = now
+        step.save(update_fields=["status", "output", "finished_at"])
+    return [{"step": s.seq, "name": s.name, "command": s.command} for s in unfinished]

@@ -19,5 +19,10 @@ def execute_change(change_id: int) -> str | None:
 
 @shared_task(name="deployments.tasks.recover_interrupted_jobs")
 def recover_interrupted_jobs() -> list[int]:
+    """Beat's job recovery: jobs whose worker died end interrupted; queued jobs whose message
+    was lost (a restarted broker) are sent again."""
     with audit_context.acting(SYSTEM_BEAT):
-        return runner.recover_interrupted()
+        recovered = runner.recover_interrupted()
+    for change_id in runner.queued_too_long():
+        execute_change.delay(change_id)
+    return recovered

@@ -1,16 +1,30 @@
-"""Rendering a deployment's systemd unit. Pure: values in, text out.
+"""A deployment's systemd unit: rendering a new one, and rewriting an existing one so that only
+what a change is about moves. Pure: values in, text out.
+
+A unit adopted from a host is kept byte for byte (LimitNOFILE=, Restart=, EnvironmentFile=,
+comments, ordering). A change rewrites its ExecStart= line (the engine's command line) and the
+Environment= assignments whose values it changes; every other line stays as the operator wrote
+it, so a rollback can write the exact bytes of an earlier revision back.
 
 Every value has passed the model validators already; the ExecStart line is still assembled with
-shlex.join so that nothing can split into extra words.
+shlex.join, and Environment= values come from a strict alphabet, so nothing can split into
+extra words or lines.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hosts import commands
+from hosts import commands, validators
+
+ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+ENV_VALUE_RE = re.compile(r"[A-Za-z0-9._:,/+=@%-]{0,500}")
+# Environment variables whose values are secrets: they belong in an EnvironmentFile= on the
+# host, never in a unit file the control plane stores, shows and audits.
+SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -18,7 +32,7 @@ class UnitSpec:
     unit: str
     engine: str
     engine_binary: str
-    model_path: str
+    model_path: str  # an absolute path, or a repository id the engine downloads or has cached
     served_name: str
     tensor_parallel_size: int
     max_model_len: int
@@ -26,11 +40,47 @@ class UnitSpec:
     bind_address: str
     extra_args: tuple[str, ...]
     revision: int
+    environment: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def check_model_location(value: str) -> str:
+    if not isinstance(value, str) or not (
+        re.fullmatch(validators.ABS_PATH_RE, value) or re.fullmatch(validators.MODEL_ID_RE, value)
+    ):
+        raise commands.UnsafeCommand(f"refusing to send model {value!r}")
+    return value
+
+
+def check_environment(environment: dict[str, str] | tuple[tuple[str, str], ...]) -> None:
+    pairs = environment.items() if isinstance(environment, dict) else environment
+    for name, value in pairs:
+        if not ENV_NAME_RE.fullmatch(str(name)) or not ENV_VALUE_RE.fullmatch(str(value)):
+            raise commands.UnsafeCommand(f"refusing to write environment {name!r}={value!r}")
+
+
+def validate_environment(value: object) -> None:
+    """Model-level validator for a deployment's Environment= variables."""
+    from django.core.exceptions import ValidationError
+
+    if not isinstance(value, dict):
+        raise ValidationError("The environment must be a mapping of NAME to value.")
+    for name, val in value.items():
+        if not ENV_NAME_RE.fullmatch(str(name)):
+            raise ValidationError(f"{name!r} is not a variable name (A-Z, 0-9 and _).")
+        if SECRET_NAME_RE.search(str(name)):
+            raise ValidationError(
+                f"{name} looks like a secret: put it in an EnvironmentFile= on the host, where "
+                "the control plane never stores or shows it."
+            )
+        if not isinstance(val, str) or not ENV_VALUE_RE.fullmatch(val):
+            raise ValidationError(
+                f"The value of {name} may hold letters, digits and . _ : , / + = @ % - only."
+            )
 
 
 def exec_start(spec: UnitSpec) -> str:
     commands.check_path(spec.engine_binary)
-    commands.check_path(spec.model_path)
+    check_model_location(spec.model_path)
     commands.check_port(spec.port)
     commands.check_address(spec.bind_address)
     if spec.engine == "sglang":
@@ -56,7 +106,10 @@ def exec_start(spec: UnitSpec) -> str:
 
 
 def render_unit(spec: UnitSpec) -> str:
+    """A new unit, for a deployment the host does not have yet."""
     commands.check_unit(spec.unit)
+    check_environment(spec.environment)
+    environment = "".join(f"Environment={k}={v}\n" for k, v in spec.environment)
     return (
         "[Unit]\n"
         f"Description={spec.engine} server {spec.served_name} "
@@ -65,12 +118,128 @@ def render_unit(spec: UnitSpec) -> str:
         "\n"
         "[Service]\n"
         "Type=simple\n"
+        f"{environment}"
         f"ExecStart={exec_start(spec)}\n"
         "Restart=no\n"
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
     )
+
+
+@dataclass
+class _Line:
+    """One logical line of a unit file: its physical lines (continuations joined by the
+    parser, kept apart here so untouched lines are written back exactly)."""
+
+    raw: list[str]
+    section: str
+
+    @property
+    def logical(self) -> str:
+        text = ""
+        for part in self.raw:
+            stripped = part.rstrip("\n")
+            text += stripped[:-1] + " " if stripped.endswith("\\") else stripped
+        return text.strip()
+
+    def key(self) -> str | None:
+        logical = self.logical
+        if not logical or logical[0] in "#;[" or "=" not in logical:
+            return None
+        return logical.split("=", 1)[0].strip()
+
+
+def _lines(text: str) -> list[_Line]:
+    lines: list[_Line] = []
+    section = ""
+    pending: list[str] = []
+    for physical in text.splitlines(keepends=True):
+        pending.append(physical)
+        if physical.rstrip("\n").endswith("\\") and not physical.lstrip().startswith(("#", ";")):
+            continue
+        line = _Line(pending, section)
+        stripped = line.logical
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1]
+            line.section = section
+        lines.append(line)
+        pending = []
+    if pending:
+        lines.append(_Line(pending, section))
+    return lines
+
+
+def environment_of(text: str) -> dict[str, str]:
+    """The Environment= assignments of a unit's [Service] section (later ones win)."""
+    env: dict[str, str] = {}
+    for line in _lines(text):
+        if line.section == "Service" and line.key() == "Environment":
+            for word in _split(line.logical.split("=", 1)[1]):
+                name, eq, value = word.partition("=")
+                if eq:
+                    env[name] = value
+    return env
+
+
+def _split(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+class UnitNotRewritable(ValueError):
+    """The unit's command line cannot be rewritten in place (the message says why)."""
+
+
+def rewrite_unit(
+    text: str, *, exec_start_line: str, old_env: dict[str, str], new_env: dict[str, str]
+) -> str:
+    """`text` with its ExecStart= replaced by `exec_start_line` and the Environment=
+    assignments that differ between `old_env` and `new_env` moved to their new values; every
+    other line byte for byte as it was."""
+    check_environment(new_env)
+    changed = {k for k in set(old_env) | set(new_env) if old_env.get(k) != new_env.get(k)}
+    lines = _lines(text)
+    starts = [i for i, line in enumerate(lines) if _is_service_key(line, "ExecStart")]
+    if not starts:
+        raise UnitNotRewritable("the unit has no ExecStart= in its [Service] section")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if i in starts[:-1]:
+            continue  # one command line remains: the engine's
+        if i == starts[-1]:
+            out += [f"Environment={n}={new_env[n]}\n" for n in sorted(changed) if n in new_env]
+            out.append(f"ExecStart={exec_start_line}\n")
+        elif changed and _is_service_key(line, "Environment"):
+            out += _without(line, changed)
+        else:
+            out += line.raw
+    return "".join(out)
+
+
+def _is_service_key(line: _Line, key: str) -> bool:
+    return line.section == "Service" and line.key() == key
+
+
+def _without(line: _Line, names: set[str]) -> list[str]:
+    """An Environment= line without the assignments of `names` (the line as it was when it
+    has none of them; nothing when it had only those)."""
+    words = _split(line.logical.split("=", 1)[1])
+    kept = [w for w in words if w.partition("=")[0] not in names]
+    if len(kept) == len(words):
+        return line.raw
+    return ["Environment=" + " ".join(shlex.quote(w) for w in kept) + "\n"] if kept else []
+
+
+def exec_start_of(text: str) -> str | None:
+    """The last ExecStart= value of the [Service] section, continuations joined."""
+    value = None
+    for line in _lines(text):
+        if line.section == "Service" and line.key() == "ExecStart":
+            value = line.logical.split("=", 1)[1].strip() or None
+    return value
 
 
 def unit_sha256(text: str) -> str:

@@ -11,6 +11,7 @@ urlpatterns = [
         views.change_preflight,
         name="change_preflight",
     ),
+    path("deployments/<int:pk>/revisions/", views.revisions, name="revisions"),
     path("changes/", views.change_list, name="changes"),
     path("changes/<int:pk>/", views.change_detail, name="change"),
     path("changes/<int:pk>/approve/", views.change_approve, name="approve"),

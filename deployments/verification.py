@@ -1,19 +1,18 @@
-"""Did the change work? Waiting for the service, the smoke completion, the throughput
-measurement and the post-change snapshot, each a logged step of the job."""
+"""Did the change work? Waiting for the service, the coherence suite, the serving benchmark
+and the post-change snapshot, each a logged step of the job (the suite and the benchmark run in
+deployments.evaluation.runs)."""
 
 from __future__ import annotations
-
-import json
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from django.conf import settings
 
 from hosts import commands, parsers
+from hosts.models import StateSnapshot
 
-from .choices import ChangeKind
+from .choices import SERVING_KINDS, ChangeKind, CheckOutcome, EvaluationPhase
+from .evaluation import benchmark, runs
 from .job import Job
-from .models import ChangeRequest, DeploymentRevision, JobStep
+from .models import ChangeRequest, DeploymentRevision, Evaluation
 from .outcomes import VerificationFailed
 from .steps import MAX_OUTPUT_CHARS
 
@@ -52,72 +51,60 @@ def wait_healthy(job: Job) -> None:
             job.clock.sleep(settings.HEALTH_POLL_SECONDS)
 
 
-def complete(
-    job: Job, step: JobStep, revision: DeploymentRevision, max_tokens: int
-) -> dict[str, Any]:
-    """One completion through the server's API on the host's loopback."""
-    body = json.dumps(
-        {
-            "model": revision.model.served_name,
-            "prompt": revision.model.smoke_prompt,
-            "max_tokens": max_tokens,
-            "temperature": 0,
-        }
+def coherent(job: Job, revision: DeploymentRevision, phase: str) -> Evaluation:
+    """The model's coherence suite on what serves now; a failing suite fails verification."""
+    suite = runs.coherence_run(job, revision, phase)
+    if not suite.passed:
+        raise VerificationFailed(f"incoherent: the coherence suite {suite.summary}")
+    return suite
+
+
+def measure(job: Job, revision: DeploymentRevision, phase: str) -> Evaluation | None:
+    """The serving benchmark the change asked for (its profile as it was when requested).
+    Slow or failing figures are recorded and shown, and weigh in the health verdict; they do
+    not undo the change: an engineer reads them and decides."""
+    definition = benchmark.definition_of(job.change.params)
+    if definition is None:
+        return None
+    return runs.benchmark_run(job, revision, phase, definition)
+
+
+def baseline(job: Job, before: StateSnapshot) -> None:
+    """Before the first destructive command, on a unit that serves: the suite (and the benchmark
+    the change asked for) against the revision serving now. Its failures do not stop the
+    change; they are reported with it, so a host that was already broken is not blamed on it."""
+    change, unit = job.change, job.deployment.unit
+    revision = change.from_revision
+    state = before.state()
+    serving = state.unit_state(unit).active_state == "active" and state.server(unit).healthy
+    if change.kind not in SERVING_KINDS or revision is None or not serving:
+        return
+    job.baseline = runs.coherence_run(job, revision, EvaluationPhase.BASELINE)
+    measure(job, revision, EvaluationPhase.BASELINE)
+
+
+def baseline_note(job: Job) -> str:
+    """What the final status adds when the revision serving before already failed checks."""
+    suite = job.baseline
+    if suite is None or suite.passed is not False:
+        return ""
+    failed = [
+        c["name"] for c in suite.results.get("checks", []) if c["outcome"] == CheckOutcome.FAILED
+    ]
+    return (
+        f"; the previous revision already failed {len(failed)} "
+        f"check{'s' if len(failed) != 1 else ''} before the change ({', '.join(failed)})"
     )
-    limit = settings.JOB_COMMAND_TIMEOUT_SECONDS
-    result = job.shell.run(
-        step, commands.completion_request(job.port, body, max_seconds=limit - 5), timeout=limit
-    )
-    http = parsers.parse_http(result.stdout)
-    if http.status != 200:
-        raise VerificationFailed(
-            f"completion answered HTTP {http.status}: {http.error or http.body[:200]}"
-        )
-    try:
-        payload = json.loads(http.body)
-        text = payload["choices"][0]["text"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise VerificationFailed(
-            "the completion response is not valid JSON of the expected shape"
-        ) from exc
-    return {"text": str(text), "usage": payload.get("usage") or {}}
 
 
-def smoke(job: Job, revision: DeploymentRevision) -> None:
-    expect = revision.model.smoke_expect
-    with job.step(f"smoke completion must contain {expect!r}") as step:
-        answer = complete(job, step, revision, 32)
-        step.output = f"prompt: {revision.model.smoke_prompt!r}\nanswer: {answer['text']!r}"
-        if expect.lower() not in answer["text"].lower():
-            raise VerificationFailed(
-                f"incoherent: the smoke completion does not contain {expect!r}"
-            )
-
-
-def benchmark(job: Job, revision: DeploymentRevision, concurrency: int = 4) -> None:
-    with job.step(f"throughput: 1 stream and {concurrency} concurrent") as step:
-        started = job.clock.monotonic()
-        tokens = sum(
-            int(complete(job, step, revision, 64)["usage"].get("completion_tokens") or 0)
-            for _ in range(3)
-        )
-        single = tokens / max(1e-6, job.clock.monotonic() - started)
-        started = job.clock.monotonic()
-        with ThreadPoolExecutor(concurrency) as pool:
-            answers = list(
-                pool.map(lambda _: complete(job, step, revision, 64), range(concurrency))
-            )
-        total = sum(int(a["usage"].get("completion_tokens") or 0) for a in answers)
-        many = total / max(1e-6, job.clock.monotonic() - started)
-        result = {
-            "single_stream_tokens_per_s": round(single, 1),
-            "concurrent_tokens_per_s": round(many, 1),
-            "concurrency": concurrency,
-        }
-        step.output = json.dumps(result)
-        if revision.benchmark is None:
-            revision.benchmark = result
-            revision.save(update_fields=["benchmark"])
+def snapshot_on_failure(job: Job, *, final: bool) -> None:
+    """The host as verification found it failing, before anything is put back. `final`: nothing
+    will be restored, so it is also the change's after-snapshot."""
+    with job.step("snapshot of the failed state") as step:
+        found = job.shell.probe()
+        fields = {"failure_snapshot": found, **({"after_snapshot": found} if final else {})}
+        ChangeRequest.objects.filter(pk=job.change.pk).update(**fields)
+        step.output = f"snapshot #{found.pk}: {found.status}"
 
 
 def verify_after(job: Job, revision: DeploymentRevision | None) -> None:
@@ -137,9 +124,11 @@ def verify_after(job: Job, revision: DeploymentRevision | None) -> None:
             return
         if revision is None:
             return
-        if revision.model.served_name not in served:
-            raise VerificationFailed(
-                f"the host serves {served or 'nothing'}, not {revision.model.served_name}"
-            )
-        if roots and revision.model.path not in roots:
-            raise VerificationFailed(f"the server loaded {roots}, not {revision.model.path}")
+        # Like with like: what the revision's own unit names (variables expanded), against
+        # what the server says it loaded.
+        plan = revision.plan
+        name = plan.served_names[0] if plan.served_names else revision.model.served_name
+        if name not in served:
+            raise VerificationFailed(f"the host serves {served or 'nothing'}, not {name}")
+        if roots and plan.model and plan.model not in roots:
+            raise VerificationFailed(f"the server loaded {roots}, not {plan.model}")

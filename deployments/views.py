@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from controlplane.accounts.decorators import role_required
@@ -17,28 +17,38 @@ from controlplane.accounts.roles import OPERATOR, VIEWER
 from controlplane.audit.models import AuditEvent
 from hosts import selectors as host_selectors
 from hosts import services as host_services
+from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
 from . import policy, selectors, services
-from .choices import FINAL_STATUSES, ChangeKind, ChangeStatus
+from .choices import FINAL_STATUSES, PARTIAL_SNAPSHOT_KINDS, ChangeKind, ChangeStatus
+from .evaluation import comparison
+from .evaluation import selectors as eval_selectors
 from .forms import ChangeRequestForm, DecisionForm
 from .models import ChangeRequest, Deployment, ModelArtifact
 
 
-def _snapshot_context(host: Any, snapshot: StateSnapshot | None) -> dict[str, Any]:
-    """The snapshot a decision is made on, and whether the rules let it back one."""
+def _snapshot_context(
+    host: Any, snapshot: StateSnapshot | None, *, allow_partial: bool = False
+) -> dict[str, Any]:
+    """The snapshot a decision is made on, and whether the rules let it back one (the view
+    mirrors hosts.services.snapshot_require_fresh; the service decides)."""
     refusal = None
     if snapshot is None:
         refusal = "This host has never been probed."
     else:
         try:
-            host_services.snapshot_require_fresh(snapshot=snapshot, host=host)
+            host_services.snapshot_require_fresh(
+                snapshot=snapshot, host=host, allow_partial=allow_partial
+            )
         except host_services.SnapshotNotUsable as exc:
             refusal = exc.message
+    partial = snapshot is not None and snapshot.status == SnapshotStatus.PARTIAL
     return {
         "snapshot": snapshot,
         "summary": host_selectors.snapshot_summary(snapshot),
         "refusal": refusal,
+        "unknown": host_services.unknown_facts(snapshot) if snapshot and partial else [],
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
     }
 
@@ -46,7 +56,9 @@ def _snapshot_context(host: Any, snapshot: StateSnapshot | None) -> dict[str, An
 def _form_context(
     deployment: Deployment, kind: str, form: ChangeRequestForm, snapshot: StateSnapshot | None
 ) -> dict[str, Any]:
-    context = _snapshot_context(deployment.host, snapshot)
+    context = _snapshot_context(
+        deployment.host, snapshot, allow_partial=kind in PARTIAL_SNAPSHOT_KINDS
+    )
     if "model" in form.fields:  # re-check the fit in place when another model is picked
         form.fields["model"].widget.attrs.update(
             {
@@ -55,32 +67,22 @@ def _form_context(
                 "hx-swap": "outerHTML",
             }
         )
-    preflight = None
-    target = None
-    target_error = None
     model = None
     if kind == ChangeKind.MODEL_SWAP:
         model_id = form.data.get("model") if form.is_bound else None
         model = ModelArtifact.objects.filter(pk=model_id).first() if model_id else None
-    try:
-        target = services.change_target_for(
-            deployment=deployment, kind=kind, model=model or deployment.model
-        )
-    except services.ChangeRefused as exc:
-        target_error = exc.message
+    target, target_error, preflight = None, None, None
+    # A swap's pre-flight is about the model it swaps to: none until one is picked.
+    if kind != ChangeKind.MODEL_SWAP or model is not None:
+        try:
+            target = services.change_target_for(deployment=deployment, kind=kind, model=model)
+        except services.ChangeRefused as exc:
+            target_error = exc.message
     if snapshot is not None and target is not None:
         preflight = services.change_preflight(
             deployment=deployment, target=target, snapshot=snapshot
         )
-    because = (
-        policy.approval_reasons(
-            kind=kind,
-            current_unit_text=target.current.unit_text,
-            target_unit_text=target.unit_text if target.writes_unit else None,
-        )
-        if target is not None
-        else []
-    )
+    because = policy.approval_reasons(target=target) if target is not None else []
     context.update(
         deployment=deployment,
         host=deployment.host,
@@ -88,6 +90,7 @@ def _form_context(
         kind_label=ChangeKind(kind).label,
         form=form,
         preflight=preflight,
+        pick_model=kind == ChangeKind.MODEL_SWAP and model is None,
         needs_approval=bool(because),
         approval_because=because,
         target=target,
@@ -98,6 +101,20 @@ def _form_context(
     return context
 
 
+def _shown_already(context: dict[str, Any], refusal: services.ChangeRefused) -> bool:
+    """A refusal the page already shows (the snapshot card, the pre-flight card, or the
+    acknowledgement the pre-flight asks for) is not repeated above the form."""
+    if refusal.details.get("needs_acknowledgement") or refusal.details.get(
+        "needs_integrity_acknowledgement"
+    ):
+        return context.get("preflight") is not None
+    shown = [context.get("target_error"), context.get("refusal")]
+    preflight = context.get("preflight")
+    if preflight is not None:
+        shown += [*preflight.problems, "; ".join(preflight.problems)]
+    return refusal.message in shown
+
+
 def _deployment(pk: int, kind: str) -> Deployment:
     if kind not in ChangeKind.values:
         raise Http404("unknown change kind")
@@ -106,6 +123,7 @@ def _deployment(pk: int, kind: str) -> Deployment:
     )
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 @role_required(OPERATOR)
 def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     deployment = _deployment(pk, kind)
@@ -129,12 +147,17 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
                         tensor_parallel_size=data.get("tensor_parallel_size"),
                         max_model_len=data.get("max_model_len"),
                         extra_args=data.get("extra_args"),
+                        environment=data.get("environment"),
                         acknowledge_busy=data.get("acknowledge_busy", False),
-                        benchmark=data.get("benchmark", False),
+                        acknowledge_unknown=data.get("acknowledge_unknown", False),
+                        acknowledge_integrity=data.get("acknowledge_integrity", False),
+                        benchmark_profile=data.get("benchmark_profile"),
                     )
                 except services.ChangeRefused as exc:
-                    form.add_error(None, exc.message)
                     context = _form_context(deployment, kind, form, snapshot)
+                    if not _shown_already(context, exc):
+                        form.add_error(None, exc.message)
+                    context["not_requested"] = True
                     return render(
                         request,
                         "deployments/change_form.html",
@@ -155,6 +178,7 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     )
 
 
+@require_safe
 @role_required(OPERATOR)
 def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     """Re-run the pre-flight checks for the model picked in the form (htmx)."""
@@ -168,6 +192,7 @@ def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     )
 
 
+@require_safe
 @role_required(VIEWER)
 def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
     try:
@@ -185,22 +210,63 @@ def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else [],
         "before": host_selectors.snapshot_summary(change.before_snapshot or change.snapshot),
         "after": host_selectors.snapshot_summary(change.after_snapshot),
+        "failure": host_selectors.snapshot_summary(change.failure_snapshot),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
+        "evaluations": eval_selectors.change_evaluations(change.pk),
     }
     if change.status == ChangeStatus.PENDING_APPROVAL:
-        latest = host_selectors.latest_snapshot(change.host)
-        context["review"] = _snapshot_context(change.host, latest)
-        context["decision_form"] = DecisionForm(
-            initial={"snapshot_id": getattr(latest, "pk", None)}
-        )
+        context.update(_review_context(change))
     if request.htmx and request.GET.get("fragment") == "live":  # type: ignore[attr-defined]
         response = render(request, "deployments/change_detail.html#live", context)
         return HttpResponseStopPolling(response.content) if finished else response
     return render(request, "deployments/change_detail.html", context)
 
 
+def _review_context(change: ChangeRequest) -> dict[str, Any]:
+    """What the approver decides on: the latest snapshot, the pre-flight re-checked on it, and
+    the unit file the change would write, as a diff against the one serving."""
+    latest = host_selectors.latest_snapshot(change.host)
+    review = _snapshot_context(change.host, latest, allow_partial=change.rests_on_partial)
+    if latest is not None:
+        review["preflight"] = services.change_review(change=change, snapshot=latest)
+    source, target = change.from_revision, change.target_revision
+    return {
+        "review": review,
+        "decision_form": DecisionForm(initial={"snapshot_id": getattr(latest, "pk", None)}),
+        "unit_diff": comparison.unit_diff(source, target) if source and target else [],
+    }
+
+
+@require_safe
+@role_required(VIEWER)
+def revisions(request: HttpRequest, pk: int) -> HttpResponse:
+    """Every revision of a deployment side by side; `?a=1&b=3` diffs two unit files."""
+    deployment = get_object_or_404(
+        Deployment.objects.select_related("host", "model", "current_revision"), pk=pk
+    )
+    numbers = [_number(request.GET.get(key)) for key in ("a", "b")]
+    found = comparison.revision_comparison(deployment, diff_from=numbers[0], diff_to=numbers[1])
+    return render(
+        request, "deployments/revisions.html", {"comparison": found, "host": deployment.host}
+    )
+
+
+def _number(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and len(value) < 10 else None
+
+
+# Who may decide at all, asked before the form is read: a 403 page with the rule's words.
+_ALLOWED = {
+    "approve": lambda user, change: services.change_request_approve_allowed(user=user),
+    "reject": lambda user, change: services.change_request_reject_allowed(user=user),
+    "break_glass": lambda user, change: services.change_request_break_glass_allowed(user=user),
+    "cancel": lambda user, change: services.change_request_cancel_allowed(change=change, user=user),
+}
+
+
 def _decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     change = get_object_or_404(ChangeRequest.objects.select_related("host"), pk=pk)
+    _ALLOWED[action](request.user, change)  # a ChangeRefused becomes 403 (RefusalMiddleware)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The form was not valid.")
@@ -229,6 +295,8 @@ def _decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         else:
             change = services.change_request_cancel(change=change, user=request.user)
     except services.ChangeRefused as exc:
+        if exc.code == "forbidden":
+            raise  # a 403 page with the rule's words (RefusalMiddleware), not a note on the change
         messages.error(request, exc.message)
         return redirect("deployments:change", pk=pk)
     if change.status == ChangeStatus.DRIFTED:
@@ -262,6 +330,7 @@ def change_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     return _decide(request, pk, "cancel")
 
 
+@require_safe
 @role_required(VIEWER)
 def approvals(request: HttpRequest) -> HttpResponse:
     return render(
@@ -271,6 +340,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_safe
 @role_required(VIEWER)
 def change_list(request: HttpRequest) -> HttpResponse:
     return render(request, "deployments/change_list.html", {"changes": selectors.recent_changes()})

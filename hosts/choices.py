@@ -22,3 +22,20 @@ class ProbeTrigger(models.TextChoices):
     MANUAL = "manual", "probe now"
     CLI = "cli", "command line"
     JOB = "job", "change job"
+
+
+class Verdict(models.TextChoices):
+    """A host's health, worst last (deployments.health decides it)."""
+
+    HEALTHY = "healthy", "healthy"
+    DEGRADED = "degraded", "degraded"
+    UNKNOWN = "unknown", "unknown"
+    FAILED = "failed", "failed"
+
+
+VERDICT_SEVERITY: dict[str, int] = {
+    Verdict.HEALTHY: 0,
+    Verdict.DEGRADED: 1,
+    Verdict.UNKNOWN: 2,
+    Verdict.FAILED: 3,
+}

@@ -36,17 +36,57 @@ GPU_FIELDS = (
     "utilization.gpu",
     "temperature.gpu",
 )
+# The second GPU query (section `gpu_details`): what `nvidia-smi -q` shows by hand. The `gpus`
+# query above stays as it was, so old snapshots and the fit check read the same fields.
+# `clocks_event_reasons.active` is the name drivers since R535 (and 580) print; older drivers
+# know only `clocks_throttle_reasons.active` and refuse the whole query, which the parser
+# reports as a problem naming the field.
+GPU_DETAIL_FIELDS = (
+    "index",
+    "driver_version",
+    "pstate",
+    "persistence_mode",
+    "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "clocks_event_reasons.active",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+)
 COMPUTE_APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 UNIT_PROPERTIES = (
     "Id",
     "LoadState",
     "ActiveState",
     "SubState",
+    "Result",
     "MainPID",
+    "ExecMainPID",
+    "ExecMainCode",
+    "ExecMainStatus",
     "ActiveEnterTimestamp",
+    "ExecMainStartTimestamp",
     "NRestarts",
+    "MemoryCurrent",
+    "MemoryPeak",
+    "CPUUsageNSec",
+    "TasksCurrent",
+    "ControlGroup",
     "FragmentPath",
+    "DropInPaths",
+    "UnitFileState",
+    "NeedDaemonReload",
+    "EnvironmentFiles",
 )
+# A journal tail is bounded twice: by lines on the host, and by bytes when it is parsed.
+JOURNAL_MAX_LINES = 1000
+JOURNAL_MAX_BYTES = 16 * 1024
+# Environment files read per unit: enough for any sane unit, and a bound on the script.
+MAX_ENVIRONMENT_FILES = 16
 
 # Runs on the host with the engine's own interpreter: compares the installed files of a Python
 # distribution with the hashes in its RECORD (PEP 376/627), and lists files that were added
@@ -128,18 +168,30 @@ def join(argv: Sequence[str | int]) -> str:
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """One inference server a host is expected to run (from its Deployment)."""
+    """One inference server a host is expected to run (from its Deployment).
+
+    `environment_files` are the paths (without systemd's `-`) of the unit's EnvironmentFile=
+    files to read. The probe is one static script and those paths are only known once the unit
+    has been read, so the caller passes the ones the host's last snapshot saw (see
+    `hosts.services.probe_spec_for`); empty means no environment file sections. `journal_lines`
+    above 0 adds the unit's newest journal lines (e.g. for a unit seen failing last time).
+    """
 
     unit: str
     port: int
     engine_python: str = ""
     engine_dist: str = "vllm"
+    environment_files: tuple[str, ...] = ()
+    journal_lines: int = 0
 
 
 @dataclass(frozen=True)
 class ProbeSpec:
     servers: tuple[ServerSpec, ...] = field(default_factory=tuple)
     integrity: bool = False
+    # Environment files are usually root-only and the journal needs a privileged group: on
+    # hosts that say so, read those two under `sudo -n` (the README's sudoers entry).
+    sudo: bool = False
 
 
 def unit_show(unit: str) -> list[str]:
@@ -150,8 +202,40 @@ def unit_file_hash(unit: str) -> list[str]:
     return ["sha256sum", "--", f"{UNIT_DIR}/{check_unit(unit)}"]
 
 
+def unit_cat(unit: str) -> list[str]:
+    """The unit's fragment and drop-ins as systemd loaded them, read-only, each after a
+    `# /path` line; exits 1 with `No files found for <unit>.` when there is none."""
+    return ["systemctl", "cat", "--no-pager", check_unit(unit)]
+
+
+def file_hash(path: str) -> list[str]:
+    return ["sha256sum", "--", check_path(path)]
+
+
+def file_read(path: str) -> list[str]:
+    return ["cat", "--", check_path(path)]
+
+
+def host_clock() -> list[str]:
+    """The host's own clock, in seconds since the epoch: systemd's timestamps are on it."""
+    return ["date", "+%s"]
+
+
 def gpu_query() -> list[str]:
     return ["nvidia-smi", f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv,noheader"]
+
+
+def gpu_details_query() -> list[str]:
+    return ["nvidia-smi", f"--query-gpu={','.join(GPU_DETAIL_FIELDS)}", "--format=csv,noheader"]
+
+
+def smi_version() -> list[str]:
+    """Driver and CUDA version (drivers since about R550; older ones refuse the option)."""
+    return ["nvidia-smi", "--version"]
+
+
+def gpu_topology() -> list[str]:
+    return ["nvidia-smi", "topo", "-m"]
 
 
 def compute_apps_query() -> list[str]:
@@ -192,21 +276,44 @@ def integrity_check(engine_python: str, dist: str) -> list[str]:
 
 
 def probe_sections(spec: ProbeSpec) -> list[tuple[str, list[str]]]:
-    """The read-only commands of one probe, each with the section name its output lands in."""
+    """The read-only commands of one probe, each with the section name its output lands in.
+
+    Per unit: `systemctl show`, the fragment's hash, `systemctl cat`, then for each path in
+    `ServerSpec.environment_files` its hash (`envhash:<unit>:<path>`) and its contents
+    (`envfile:<unit>:<path>`, whose secrets the parser redacts before anything is stored), the
+    server's endpoints, and the journal tail when `journal_lines` asks for one.
+    """
     sections: list[tuple[str, list[str]]] = [
         ("gpus", gpu_query()),
         ("compute_apps", compute_apps_query()),
         ("processes", process_units()),
+        ("gpu_details", gpu_details_query()),
+        ("nvidia_smi_version", smi_version()),
+        ("gpu_topology", gpu_topology()),
+        ("clock", host_clock()),
     ]
     for server in spec.servers:
         unit = server.unit
         sections += [
             (f"unit:{unit}", unit_show(unit)),
             (f"unitfile:{unit}", unit_file_hash(unit)),
+            (f"unitcat:{unit}", unit_cat(unit)),
+        ]
+        if len(server.environment_files) > MAX_ENVIRONMENT_FILES:
+            raise UnsafeCommand(f"refusing to read more than {MAX_ENVIRONMENT_FILES} files")
+        for path in dict.fromkeys(server.environment_files):
+            sections += [
+                (f"envhash:{unit}:{path}", with_sudo(file_hash(path), spec.sudo)),
+                (f"envfile:{unit}:{path}", with_sudo(file_read(path), spec.sudo)),
+            ]
+        sections += [
             (f"health:{unit}", http_get(server.port, "/health")),
             (f"models:{unit}", http_get(server.port, "/v1/models")),
             (f"metrics:{unit}", http_get(server.port, "/metrics")),
         ]
+        if server.journal_lines:
+            journal = unit_journal_tail(unit, server.journal_lines)
+            sections.append((f"journal:{unit}", with_sudo(journal, spec.sudo)))
         if spec.integrity and server.engine_python:
             sections.append(
                 (f"integrity:{unit}", integrity_check(server.engine_python, server.engine_dist))
@@ -247,6 +354,27 @@ def write_unit_file(unit: str) -> list[str]:
 
 def unit_journal(unit: str, lines: int = 50) -> list[str]:
     return ["journalctl", "-u", check_unit(unit), "-n", str(int(lines)), "--no-pager", "-o", "cat"]
+
+
+def check_journal_lines(lines: int) -> int:
+    if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= JOURNAL_MAX_LINES:
+        raise UnsafeCommand(f"refusing a journal tail of {lines!r} lines")
+    return lines
+
+
+def unit_journal_tail(unit: str, lines: int) -> list[str]:
+    """The unit's newest `lines` journal entries with ISO timestamps (read-only): the probe's
+    `journal:<unit>` section and a viewer's "show journal"."""
+    return [
+        "journalctl",
+        "-u",
+        check_unit(unit),
+        "-n",
+        str(check_journal_lines(lines)),
+        "--no-pager",
+        "-o",
+        "short-iso",
+    ]
 
 
 def completion_request(port: int, body_json: str, *, max_seconds: int = 55) -> list[str]:

@@ -12,9 +12,10 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane import crypto
+from controlplane.canonical import canonical_digest
 
 from . import validators
-from .choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
+from .choices import HostKeyStatus, ProbeTrigger, SnapshotStatus, Verdict
 from .state import HostState, material_fingerprint
 
 
@@ -79,6 +80,10 @@ class Host(models.Model):
     enabled = models.BooleanField(default=True)
     last_probe_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_integrity_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The newest snapshot's status and the digest of its material fingerprint: a scheduled probe
+    # that finds both unchanged (and the verdict too) writes no audit event (hosts.services).
+    last_status = models.CharField(max_length=20, blank=True, editable=False)
+    material_digest = models.CharField(max_length=64, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -112,6 +117,39 @@ class Host(models.Model):
         return (now - self.last_integrity_at).total_seconds() >= self.integrity_interval_seconds
 
 
+class HostHealth(models.Model):
+    """A host's health verdict and its reasons, as deployments.health last computed them from all
+    the evidence. Pages, /metrics and webhooks read this row; nothing recomputes it on its own.
+    """
+
+    host = models.OneToOneField(
+        Host, on_delete=models.CASCADE, primary_key=True, related_name="health"
+    )
+    verdict = models.CharField(max_length=10, choices=Verdict.choices, default=Verdict.UNKNOWN)
+    severity = models.PositiveSmallIntegerField(default=2)  # VERDICT_SEVERITY, for sorting
+    reasons = models.JSONField(default=list, blank=True)  # [{level, code, text}]
+    since = models.DateTimeField()  # when the verdict last changed
+    computed_at = models.DateTimeField()
+    snapshot = models.ForeignKey(
+        "StateSnapshot", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    last_good_snapshot = models.ForeignKey(
+        "StateSnapshot", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # What serves, as the fleet page names it: the served name with model and quantization.
+    serving = models.CharField(max_length=300, blank=True)
+    last_change = models.CharField(max_length=300, blank=True)  # "#12 model swap: rolled back"
+
+    class Meta:
+        indexes = [
+            # the fleet page sorted and filtered by verdict
+            models.Index(fields=["severity", "host"], name="health_severity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host_id}: {self.verdict}"
+
+
 def _key_fingerprint(key_text: str) -> str:
     if not key_text:
         return ""
@@ -121,8 +159,64 @@ def _key_fingerprint(key_text: str) -> str:
         return "invalid key"
 
 
+class ProbeJSONField(models.JSONField):
+    """A JSONField inserted with one placeholder per row.
+
+    Django 5.2 bulk-inserts on PostgreSQL through UNNEST of one array per column, and with
+    client-side binding (Django's default for psycopg 3) psycopg builds each array's text in
+    Python, escaping every character of every JSON document: in a probe round of 250
+    snapshots that was a tenth of the worker's CPU (py-spy, bench/README.md). A field with
+    `get_placeholder` keeps the plain multi-row VALUES, where each document is one quoted
+    string. Nothing else differs.
+    """
+
+    def get_placeholder(self, value: Any, compiler: Any, connection: Any) -> str:
+        return "%s"
+
+
 class SnapshotImmutable(Exception):
     """Raised on any attempt to change a stored snapshot."""
+
+
+class SnapshotBlobCorrupt(Exception):
+    """A stored section's content no longer matches the SHA-256 it is stored under."""
+
+
+class SnapshotBlob(models.Model):
+    """One probe section as a probe returned it (output, exit status, truncated), stored once
+    however many snapshots saw exactly that: content-addressed by `sha256`, the SHA-256 of the
+    section's canonical JSON. An unchanged `nvidia-smi` section costs a snapshot nothing but a
+    number in its `raw_index`. Rows are written by hosts.services.blobs and removed only by
+    retention, once no snapshot names them.
+    """
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    output = models.TextField(blank=True)
+    exit_status = models.IntegerField(null=True, blank=True)
+    truncated = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"blob {self.sha256[:12]} ({len(self.output)} chars)"
+
+    @staticmethod
+    def digest_of(section: dict[str, Any]) -> str:
+        return canonical_digest(
+            {
+                "exit_status": section.get("exit_status"),
+                "output": section.get("output", ""),
+                "truncated": bool(section.get("truncated", False)),
+            }
+        )
+
+    def as_section(self) -> dict[str, Any]:
+        section = {
+            "output": self.output,
+            "exit_status": self.exit_status,
+            "truncated": self.truncated,
+        }
+        if self.digest_of(section) != self.sha256:
+            raise SnapshotBlobCorrupt(f"section blob {self.pk} does not match its SHA-256")
+        return section
 
 
 class StateSnapshotQuerySet(models.QuerySet["StateSnapshot"]):
@@ -135,6 +229,11 @@ class StateSnapshot(models.Model):
 
     `digest` is SHA-256 over the canonical JSON of `parsed`, so two snapshots with the same
     digest saw the same state, and an approval can bind to exactly what its approver saw.
+
+    The raw output is read as `raw` (each section's output, exit status and whether it was
+    cut); it is stored as `raw_index`, each section's SnapshotBlob id. Retention may remove a
+    snapshot that nothing references once it is old (hosts.services.retention); it never
+    changes one.
     """
 
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="snapshots")
@@ -142,8 +241,10 @@ class StateSnapshot(models.Model):
     status = models.CharField(max_length=20, choices=SnapshotStatus.choices)
     trigger = models.CharField(max_length=10, choices=ProbeTrigger.choices)
     duration_ms = models.PositiveIntegerField()
-    raw = models.JSONField(default=dict, help_text="Each probe section's output and exit status.")
-    parsed = models.JSONField(default=dict)
+    raw_index = ProbeJSONField(
+        default=dict, blank=True, help_text="Each probe section's SnapshotBlob id; read `raw`."
+    )
+    parsed = ProbeJSONField(default=dict)
     digest = models.CharField(max_length=64)
     error = models.TextField(blank=True)
     includes_integrity = models.BooleanField(default=False)
@@ -156,7 +257,16 @@ class StateSnapshot(models.Model):
         indexes = [
             # latest snapshot of a host, and a host's history page
             models.Index(fields=["host", "-taken_at"], name="snapshot_host_latest"),
+            # a host's newest integrity check (host page, health evidence of every probe round)
+            # without walking past every snapshot since
+            models.Index(
+                fields=["host", "-taken_at"],
+                name="snapshot_host_integrity",
+                condition=models.Q(includes_integrity=True),
+            ),
         ]
+        # On PostgreSQL, migration 0004 adds `snapshot_raw_blobs`: a GIN index over the blob ids
+        # in raw_index, which retention asks before it removes a blob.
 
     def __str__(self) -> str:
         return f"{self.host} @ {self.taken_at:%Y-%m-%d %H:%M:%S} ({self.status})"
@@ -166,12 +276,104 @@ class StateSnapshot(models.Model):
             raise SnapshotImmutable("state snapshots cannot be changed")
         super().save(*args, **kwargs)
 
+    @property
+    def raw(self) -> dict[str, Any]:
+        """Each probe section's output and exit status: the one way to read raw output. One
+        query the first time, checked against each section's SHA-256."""
+        cached: dict[str, Any] | None = getattr(self, "_raw", None)
+        if cached is None:
+            cached = self._raw = raw_sections(self.raw_index)
+        return cached
+
     def age_seconds(self, now: dt.datetime | None = None) -> float:
         return max(0.0, ((now or timezone.now()) - self.taken_at).total_seconds())
 
     def state(self) -> HostState:
-        """The parsed state as the parsers produced it: the one way to read a snapshot."""
-        return HostState.from_json(self.parsed)
+        """The parsed state as the parsers produced it: the one way to read a snapshot.
+
+        Read once per instance (a snapshot never changes): a probe round asks it for the
+        material fingerprint, the chart samples and the drift check of the same snapshots.
+        """
+        cached = self.__dict__.get("_host_state")
+        if cached is None or cached[0] is not self.parsed:
+            cached = self.__dict__["_host_state"] = (self.parsed, HostState.from_json(self.parsed))
+        state: HostState = cached[1]
+        return state
 
     def material_fingerprint(self) -> dict[str, Any]:
         return material_fingerprint(self.state())
+
+
+def raw_sections(index: dict[str, Any]) -> dict[str, Any]:
+    """{section: {output, exit_status, truncated}} for a snapshot's raw_index, in one query."""
+    if not index:
+        return {}
+    blobs = SnapshotBlob.objects.in_bulk(set(index.values()))
+    missing = {name for name, pk in index.items() if pk not in blobs}
+    if missing:
+        raise SnapshotBlobCorrupt(f"section blobs missing for {sorted(missing)}")
+    return {name: blobs[pk].as_section() for name, pk in index.items()}
+
+
+class SnapshotRetention(models.Model):
+    """How far snapshot thinning has got, per tier (one row; hosts.services.retention)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    dense_until = models.DateTimeField(null=True, blank=True)
+    sparse_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"thinned to {self.dense_until} / {self.sparse_until}"
+
+
+# GpuSample's chart index: the range the chart query filters on, then every column it reads.
+CHART_INDEX_FIELDS = (
+    *("host", "minute", "gpu"),
+    *("memory_used_mib", "memory_total_mib", "power_draw_w", "utilization_pct", "temperature_c"),
+)
+
+
+class GpuSample(models.Model):
+    """One GPU's readings from one ok/partial snapshot, flattened out of `parsed` for charts.
+
+    Charts aggregate weeks of history with GROUP BY in the database; reading the same numbers
+    out of each snapshot's JSON would mean loading every snapshot into Python. Rows are written
+    with their snapshot, in the same transaction (`hosts.services.samples`).
+    """
+
+    # No separate FK indexes: `gpusample_host_chart` starts with host and the unique constraint
+    # starts with snapshot, so each already serves its column's lookups and cascades.
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+", db_index=False)
+    snapshot = models.ForeignKey(
+        StateSnapshot, on_delete=models.CASCADE, related_name="gpu_samples", db_index=False
+    )
+    taken_at = models.DateTimeField()
+    # Whole minutes since the epoch: buckets of any size are an integer division of this, the
+    # same SQL on PostgreSQL and SQLite (date truncation functions differ between the two).
+    minute = models.IntegerField()
+    gpu = models.PositiveSmallIntegerField(help_text="nvidia-smi index")
+    memory_used_mib = models.PositiveIntegerField(null=True)
+    memory_total_mib = models.PositiveIntegerField(null=True)
+    power_draw_w = models.FloatField(null=True)
+    utilization_pct = models.PositiveSmallIntegerField(null=True)
+    temperature_c = models.SmallIntegerField(null=True)
+
+    class Meta:
+        indexes = [
+            # gpu_chart_series: one host's samples in a window's minutes. Every column the
+            # query reads is in the key, so it is an index-only scan: a week is ~1,000 index
+            # pages, where the rows themselves are spread over ~7,000+ heap pages because
+            # probes write every host's samples of a minute together (bench/gpu_charts.py).
+            models.Index(fields=[*CHART_INDEX_FIELDS], name="gpusample_host_chart"),
+        ]
+        constraints = [
+            # what makes the backfill idempotent, and the snapshot's samples easy to find
+            models.UniqueConstraint(fields=["snapshot", "gpu"], name="gpusample_snapshot_gpu"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.host_id} GPU {self.gpu} @ {self.taken_at:%Y-%m-%d %H:%M}"
+
+    @staticmethod
+    def minute_of(taken_at: dt.datetime) -> int:
+        return int(taken_at.timestamp()) // 60

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import commands
-from .parsers import parse_probe
+from .parsers import ProbeParse, parse_probe
 from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
 from .state import snapshot_digest
 
@@ -33,7 +33,8 @@ class ProbeOutcome:
         return snapshot_digest(self.parsed)
 
 
-def _raw_sections(parse: Any) -> dict[str, Any]:
+def _raw_sections(parse: ProbeParse) -> dict[str, Any]:
+    """Each section's output as the parse returned it (secrets already redacted), capped."""
     raw: dict[str, Any] = {}
     for name, section in parse.sections.items():
         output = section.output
@@ -78,7 +79,15 @@ async def probe(
         )
     units = [server.unit for server in spec.servers]
     checked = [s.unit for s in spec.servers if spec.integrity and s.engine_python]
-    parse = parse_probe(result.stdout + result.stderr, units, integrity=checked)
+    # The parse redacts secrets in the sections it returns; raw output is stored only from
+    # those, never from `result` itself.
+    parse = parse_probe(
+        result.stdout + result.stderr,
+        units,
+        integrity=checked,
+        environment_files={s.unit: s.environment_files for s in spec.servers},
+        journal_lines={s.unit: s.journal_lines for s in spec.servers},
+    )
     parsed = parse.state.to_json()
     problems = parse.state.problems
     return ProbeOutcome(

@@ -76,6 +76,7 @@ class ConnectionPool:
     def __init__(self) -> None:
         self._conns: dict[tuple[Any, ...], asyncssh.SSHClientConnection] = {}
         self._locks: dict[tuple[Any, ...], asyncio.Lock] = {}
+        self._used: dict[tuple[Any, ...], float] = {}  # monotonic time of each one's last use
 
     async def _connect(self, target: SSHTarget, timeout: float) -> asyncssh.SSHClientConnection:
         client = _PinnedKeyClient()
@@ -87,9 +88,21 @@ class ConnectionPool:
                     target.address,
                     target.port,
                     username=target.username,
+                    # The host's credential and nothing else: no ssh-agent (SSH_AUTH_SOCK),
+                    # no ~/.ssh/id_* files, no host-based or Kerberos login, and nothing the
+                    # worker's account could lend a host (agent or X11 forwarding). asyncssh
+                    # defaults most of these off; saying so keeps a refactor from turning one
+                    # on. tests/security/test_ssh_hardening.py checks what the host sees.
                     client_keys=[asyncssh.import_private_key(target.private_key)],
-                    known_hosts=(trusted, [], []),
+                    ignore_encrypted=True,
                     agent_path=None,
+                    agent_forwarding=False,
+                    x11_forwarding=False,
+                    client_host_keys=None,
+                    gss_auth=False,
+                    gss_kex=False,
+                    preferred_auth="publickey",
+                    known_hosts=(trusted, [], []),
                     password=None,
                     kbdint_auth=False,
                     config=None,
@@ -116,6 +129,7 @@ class ConnectionPool:
         self, target: SSHTarget, timeout: float
     ) -> tuple[asyncssh.SSHClientConnection, bool]:
         key = target.pool_key
+        self._used[key] = time.monotonic()
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:  # one handshake per target even when callers race
             conn = self._conns.get(key)
@@ -138,7 +152,12 @@ class ConnectionPool:
         connect_timeout: float,
         command_timeout: float,
         stdin: str | None = None,
+        read_only: bool = True,
     ) -> CommandResult:
+        """Run `command` on a pooled connection. A reused connection that turns out dead is
+        replaced once; for a command that is not `read_only` only when the channel could not
+        even be opened, since a connection lost later may have run it already (a second
+        `systemctl restart` is a second restart)."""
         started = time.monotonic()
         for attempt in (1, 2):
             conn, reused = await self._get(target, connect_timeout)
@@ -158,23 +177,50 @@ class ConnectionPool:
                 BrokenPipeError,
                 OSError,
             ) as exc:
-                self._drop(target)
-                if reused and attempt == 1:
-                    continue  # the host restarted or dropped an idle connection: reconnect once
-                raise SSHFailure("unreachable", f"connection lost: {exc}") from exc
-            return CommandResult(
-                stdout=_text(result.stdout),
-                stderr=_text(result.stderr),
-                exit_status=result.exit_status,
-                seconds=time.monotonic() - started,
-                reused_connection=reused,
-            )
+                lost: Exception = exc
+            else:
+                if result.exit_status is not None or result.exit_signal is not None:
+                    return CommandResult(
+                        stdout=_text(result.stdout),
+                        stderr=_text(result.stderr),
+                        exit_status=result.exit_status,
+                        seconds=time.monotonic() - started,
+                        reused_connection=reused,
+                    )
+                # Neither an exit status nor a signal: the connection closed under the command.
+                lost = asyncssh.ConnectionLost("the connection closed while the command ran")
+            self._drop(target)
+            never_sent = isinstance(lost, asyncssh.ChannelOpenError)
+            if reused and attempt == 1 and (read_only or never_sent):
+                continue  # the host restarted or dropped an idle connection: reconnect once
+            raise SSHFailure("unreachable", f"connection lost: {lost}") from lost
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close_all(self) -> None:
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
+        self._used.clear()
+
+    async def close_idle(self, max_idle: float) -> int:
+        """Close connections unused for `max_idle` seconds: hosts this process no longer probes
+        (another worker took them over) must not hold a connection and its file descriptors
+        here for ever. Returns how many were closed."""
+        cutoff = time.monotonic() - max_idle
+        idle = [key for key, used in self._used.items() if used < cutoff]
+        for key in idle:
+            self._used.pop(key, None)
+            lock = self._locks.get(key)
+            if lock is not None and lock.locked():
+                continue  # a connect is in progress right now
+            self._locks.pop(key, None)
+            conn = self._conns.pop(key, None)
+            if conn is not None:
+                conn.close()
+        return len(idle)
+
+    def __len__(self) -> int:
+        return len(self._conns)
 
 
 def _text(value: Any) -> str:

@@ -36,6 +36,44 @@ class GpuState:
 
 
 @dataclass
+class GpuDetails:
+    """What `nvidia-smi -q` would tell an engineer about one GPU beyond memory and power.
+
+    From the `gpu_details` section; None where the GPU does not support a reading (`[N/A]`).
+    """
+
+    index: int
+    driver_version: str | None = None
+    pstate: str | None = None
+    persistence_mode: bool | None = None
+    ecc_corrected_volatile: int | None = None  # None: no ECC on this GPU, or ECC off
+    ecc_uncorrected_volatile: int | None = None
+    clock_sm_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    clock_max_sm_mhz: int | None = None
+    clock_event_reasons: int | None = None  # NVML's bitmask, as nvidia-smi prints it in hex
+    clock_event_reason_names: list[str] = field(default_factory=list)  # decoded, for people
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+
+
+@dataclass
+class Topology:
+    """`nvidia-smi topo -m` between the GPUs: links[i][j] is how GPU i reaches GPU j.
+
+    Each link is nvidia-smi's own word: X (self), SYS, NODE, PHB, PXB, PIX or NV<n>.
+    """
+
+    links: list[list[str]] = field(default_factory=list)
+    nvlink: bool = False
+    summary: str = ""
+    cpu_affinity: list[str | None] = field(default_factory=list)  # per GPU, e.g. "0-47,96-143"
+    numa_affinity: list[str | None] = field(default_factory=list)  # per GPU, e.g. "0"
+
+
+@dataclass
 class ComputeApp:
     """A process holding GPU memory, and the systemd unit (or scope) it runs in."""
 
@@ -58,6 +96,24 @@ class UnitState:
     active_enter_timestamp: str | None = None
     n_restarts: int | None = None
     fragment_path: str | None = None
+    # How the last start went: the main process (also after it exited) and systemd's verdict.
+    result: str | None = None  # success, exit-code, signal, resources, start-limit-hit, ...
+    exec_main_start_timestamp: str | None = None
+    exec_main_pid: int | None = None
+    exec_main_code: int | None = None  # siginfo code: 1 exited, 2 killed, 3 dumped core
+    exec_main_status: int | None = None  # exit status, or the signal number when killed
+    # What the unit's cgroup uses now; None when systemd does not account it (not running).
+    memory_current_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    cpu_usage_nsec: int | None = None
+    tasks_current: int | None = None
+    control_group: str | None = None
+    # How the unit is configured: drop-ins, enablement, and whether the loaded copy is stale.
+    drop_in_paths: list[str] = field(default_factory=list)
+    unit_file_state: str | None = None  # enabled, disabled, static, ...
+    need_daemon_reload: bool | None = None
+    # EnvironmentFile= as systemd loaded it, in its own notation: "-/path" is optional.
+    environment_files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -98,11 +154,44 @@ class Problem:
 
 
 @dataclass
+class UnitFile:
+    """One file of a unit as `systemctl cat` printed it: the fragment, or a drop-in.
+
+    `text` has the values of secret-looking Environment= keys (and --api-key) replaced by
+    `<redacted>`; `sha256` is of the file as it is on the host, so a change still shows.
+    """
+
+    path: str
+    text: str
+    sha256: str
+
+
+@dataclass
+class EnvironmentFile:
+    """A file named by EnvironmentFile=, read as systemd reads it when the unit starts.
+
+    `sha256` is of the real bytes (from sha256sum on the host); `variables` has the value of
+    every secret-looking key (TOKEN, KEY, SECRET, PASS..., CREDENTIAL, AUTH) as `<redacted>`.
+    A missing file has `missing` set; for an optional one (`-` in the unit) that is harmless,
+    for a mandatory one the unit's next start fails.
+    """
+
+    path: str
+    sha256: str | None = None
+    variables: dict[str, str] = field(default_factory=dict)
+    optional: bool = False
+    missing: bool = False
+
+
+@dataclass
 class DeploymentState:
     unit: UnitState
     unit_file_sha256: str | None = None
     server: ServerState = field(default_factory=ServerState)
     integrity: IntegrityReport | None = None
+    unit_files: list[UnitFile] = field(default_factory=list)  # fragment first, then drop-ins
+    environment_files: list[EnvironmentFile] = field(default_factory=list)
+    journal: list[str] | None = None  # the newest lines, when the probe asked for them
 
 
 @dataclass
@@ -111,6 +200,12 @@ class HostState:
     compute_apps: list[ComputeApp] = field(default_factory=list)
     deployments: dict[str, DeploymentState] = field(default_factory=dict)  # by unit name
     problems: list[Problem] = field(default_factory=list)
+    gpu_details: list[GpuDetails] = field(default_factory=list)
+    driver_version: str | None = None  # `nvidia-smi --version`; None on drivers without it
+    cuda_version: str | None = None
+    topology: Topology | None = None
+    # The host's own clock when probed (`date +%s`): systemd's timestamps are on it.
+    host_time: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
@@ -119,18 +214,11 @@ class HostState:
     def from_json(cls, data: object) -> HostState:
         """The dataclasses back from a snapshot's stored `parsed` JSON (tolerant of old rows)."""
         raw = data if isinstance(data, dict) else {}
-        deployments = {}
-        for unit, dep in (raw.get("deployments") or {}).items():
-            dep = dep if isinstance(dep, dict) else {}
-            integrity = dep.get("integrity")
-            deployments[unit] = DeploymentState(
-                unit=UnitState(**{"unit": unit, **_known(UnitState, dep.get("unit"))}),
-                unit_file_sha256=dep.get("unit_file_sha256"),
-                server=ServerState(**_known(ServerState, dep.get("server"))),
-                integrity=IntegrityReport(**_known(IntegrityReport, integrity))
-                if isinstance(integrity, dict)
-                else None,
-            )
+        deployments = {
+            unit: _deployment_from_json(unit, dep)
+            for unit, dep in (raw.get("deployments") or {}).items()
+        }
+        topology = raw.get("topology")
         return cls(
             gpus=[GpuState(**_known(GpuState, g)) for g in raw.get("gpus") or [] if g],
             compute_apps=[
@@ -138,6 +226,15 @@ class HostState:
             ],
             deployments=deployments,
             problems=[Problem(**_known(Problem, p)) for p in raw.get("problems") or [] if p],
+            gpu_details=[
+                GpuDetails(**_known(GpuDetails, g))
+                for g in raw.get("gpu_details") or []
+                if isinstance(g, dict) and "index" in g
+            ],
+            driver_version=raw.get("driver_version"),
+            cuda_version=raw.get("cuda_version"),
+            topology=Topology(**_known(Topology, topology)) if isinstance(topology, dict) else None,
+            host_time=raw.get("host_time") if isinstance(raw.get("host_time"), int) else None,
         )
 
     # --- the questions callers ask -----------------------------------------------------
@@ -180,6 +277,31 @@ class HostState:
         return foreign
 
 
+def _deployment_from_json(unit: str, data: object) -> DeploymentState:
+    dep = data if isinstance(data, dict) else {}
+    integrity = dep.get("integrity")
+    journal = dep.get("journal")
+    return DeploymentState(
+        unit=UnitState(**{"unit": unit, **_known(UnitState, dep.get("unit"))}),
+        unit_file_sha256=dep.get("unit_file_sha256"),
+        server=ServerState(**_known(ServerState, dep.get("server"))),
+        integrity=IntegrityReport(**_known(IntegrityReport, integrity))
+        if isinstance(integrity, dict)
+        else None,
+        unit_files=[
+            UnitFile(**_known(UnitFile, f))
+            for f in dep.get("unit_files") or []
+            if isinstance(f, dict) and {"path", "text", "sha256"} <= f.keys()
+        ],
+        environment_files=[
+            EnvironmentFile(**_known(EnvironmentFile, f))
+            for f in dep.get("environment_files") or []
+            if isinstance(f, dict) and "path" in f
+        ],
+        journal=list(journal) if isinstance(journal, list) else None,
+    )
+
+
 def snapshot_digest(parsed: dict[str, Any]) -> str:
     """What two snapshots share when they saw the same state."""
     return canonical_digest(parsed)
@@ -189,8 +311,10 @@ def material_fingerprint(state: HostState) -> dict[str, Any]:
     """The facts whose change makes an earlier decision unsafe to act on.
 
     GPU memory and power move all the time and are left out; a different process, model,
-    unit file or GPU count is a different host as far as a change request is concerned. So is a
-    process on the GPUs that was not there before, whichever unit or session it runs in.
+    unit file, drop-in, environment file or GPU count is a different host as far as a change
+    request is concerned. So is a process on the GPUs that was not there before, whichever unit
+    or session it runs in. Drop-ins and environment files count by their hashes (an environment
+    file's is of its real bytes, so a changed secret shows although its value is never stored).
     """
     fingerprint: dict[str, Any] = {"gpu_count": len(state.gpus)}
     owners: dict[str, set[int]] = {}
@@ -202,9 +326,25 @@ def material_fingerprint(state: HostState) -> dict[str, Any]:
         fingerprint[f"{unit}.active_state"] = dep.unit.active_state
         fingerprint[f"{unit}.main_pid"] = dep.unit.main_pid
         fingerprint[f"{unit}.unit_file_sha256"] = dep.unit_file_sha256
+        fingerprint[f"{unit}.drop_ins"] = sorted([f.path, f.sha256] for f in dep.unit_files[1:])
+        fingerprint[f"{unit}.environment_files"] = sorted(
+            [f.path, f.sha256] for f in dep.environment_files
+        )
         fingerprint[f"{unit}.model"] = sorted(dep.server.models)
         fingerprint[f"{unit}.model_root"] = sorted(dep.server.model_roots)
     return fingerprint
+
+
+# Fingerprint fields read from each probe section: unknown when that section failed.
+_SECTION_FIELDS = {"gpus": ("gpu_count",), "compute_apps": ("gpu processes of ",)}
+
+
+def unknown_fingerprint_fields(state: HostState) -> tuple[str, ...]:
+    """Prefixes of the fingerprint fields a partial snapshot could not read."""
+    failed = {p.section for p in state.problems}
+    return tuple(
+        f for section, fields in _SECTION_FIELDS.items() if section in failed for f in fields
+    )
 
 
 def fingerprint_drift(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:

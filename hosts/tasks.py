@@ -1,8 +1,19 @@
-"""Celery tasks: thin wrappers that load rows and call hosts.services."""
+"""Celery tasks: thin wrappers that load rows and call hosts.services.
+
+Scheduled probing is spread over the workers (hosts.services.probe_routing): each probe worker
+consumes a queue of its own, named here when it starts, and announces it while it lives.
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+import os
+import threading
+from typing import Any
+
+from celery import current_app, shared_task
+from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
+from django.conf import settings
 from django.contrib.auth.models import User
 
 from controlplane.audit import context as audit_context
@@ -11,6 +22,9 @@ from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 from . import services
 from .choices import ProbeTrigger
 from .models import Host
+from .services import probe_routing, retention
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="hosts.tasks.probe_host", acks_late=True)
@@ -31,8 +45,75 @@ def probe_host(
 
 @shared_task(name="hosts.tasks.probe_due_hosts", acks_late=True)
 def probe_due_hosts() -> int:
+    """Beat's sweep: claim the hosts due and queue them in batches to their workers."""
     with audit_context.acting(SYSTEM_BEAT):
-        hosts = services.hosts_claim_due_for_probe()
+        return probe_routing.probe_sweep()
+
+
+@shared_task(name="hosts.tasks.probe_batch", acks_late=True)
+def probe_batch(host_ids: list[int]) -> int:
+    """One batch of a sweep: probe these hosts over this process's warm connections."""
+    with audit_context.acting(SYSTEM_BEAT):
+        hosts = list(
+            Host.objects.filter(pk__in=host_ids, enabled=True)
+            .select_related("credential")
+            .prefetch_related("deployments")
+        )
         if hosts:
             services.hosts_probe(hosts=hosts, trigger=ProbeTrigger.SCHEDULE)
         return len(hosts)
+
+
+@shared_task(name="hosts.tasks.thin_snapshots", acks_late=True)
+def thin_snapshots() -> dict[str, Any]:
+    """Beat's retention run, bounded to half its interval; the next run goes on from there."""
+    budget = settings.SNAPSHOT_RETENTION_SWEEP_SECONDS / 2
+    result = retention.snapshots_thin(time_budget=budget)
+    logger.info("snapshot retention: %s", result.summary())
+    return {"removed": result.removed, "examined": result.examined, "done": result.finished}
+
+
+# --- this worker's own probe queue -------------------------------------------------------------
+
+_probe_queue: dict[str, str] = {}
+_stop = threading.Event()
+
+
+@celeryd_after_setup.connect
+def _add_probe_queue(sender: str, instance: Any, **kwargs: Any) -> None:
+    if not settings.PROBE_WORKER:
+        return
+    queue = probe_routing.probe_queue_name(
+        sender, os.getpid(), instance.app.conf.task_default_queue
+    )
+    instance.app.amqp.queues.select_add(queue)
+    _probe_queue["name"] = queue
+
+
+@worker_ready.connect
+def _announce_probe_queue(**kwargs: Any) -> None:
+    queue = _probe_queue.get("name")
+    if queue is None:
+        return
+    every = max(1.0, settings.PROBE_WORKER_TTL_SECONDS / 3)
+
+    def heartbeat() -> None:
+        while not _stop.is_set():
+            probe_routing.probe_worker_announce(queue)
+            _stop.wait(every)
+
+    threading.Thread(target=heartbeat, name="probe-worker-heartbeat", daemon=True).start()
+
+
+@worker_shutdown.connect
+def _withdraw_probe_queue(sender: Any = None, **kwargs: Any) -> None:
+    queue = _probe_queue.pop("name", None)
+    _stop.set()
+    if queue is None:
+        return
+    probe_routing.probe_worker_leave(queue)
+    try:
+        with current_app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)  # type: ignore[attr-defined]
+    except Exception:  # a broker already gone: the queue's leftovers expire with their tasks
+        logger.warning("cannot delete probe queue %s", queue, exc_info=True)

@@ -10,6 +10,8 @@ urlpatterns = [
     path("hosts/<str:name>/", views.host_detail, name="detail"),
     path("hosts/<str:name>/probe/", views.probe_now, name="probe"),
     path("hosts/<str:name>/probe-status/", views.probe_status, name="probe_status"),
+    path("hosts/<str:name>/gpu-series.json", views.gpu_series, name="gpu_series"),
     path("hosts/<str:name>/accept-key/", views.accept_host_key, name="accept_key"),
+    path("hosts/<str:name>/units/<str:unit>/journal/", views.unit_journal, name="journal"),
     path("snapshots/<int:pk>/", views.snapshot_detail, name="snapshot"),
 ]

@@ -39,6 +39,19 @@ validate_model_id = RegexValidator(
 validate_served_name = RegexValidator(
     SERVED_NAME_RE, "Enter a served model name of letters, digits and . _ : - only."
 )
+
+
+def validate_model_location(value: object) -> None:
+    """A model as the engines take it: an absolute path on the host, or a repository id."""
+    if not isinstance(value, str) or not (
+        re.fullmatch(ABS_PATH_RE, value) or re.fullmatch(MODEL_ID_RE, value)
+    ):
+        raise ValidationError(
+            "Enter an absolute path (/models/moonshotai/Kimi-K2.5-INT4) or a repository id "
+            "(nvidia/Kimi-K2.5-NVFP4)."
+        )
+
+
 validate_dist_name = RegexValidator(DIST_NAME_RE, "Enter a Python distribution name such as vllm.")
 _engine_arg = re.compile(ENGINE_ARG_RE)
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
 from controlplane.accounts.decorators import role_required
@@ -18,6 +18,7 @@ from controlplane.htmx import is_partial
 
 from . import charts, selectors, services
 from .choices import HostKeyStatus
+from .forms import FleetFilterForm
 from .models import Host, StateSnapshot
 
 
@@ -33,36 +34,74 @@ def _row_context(
     }
 
 
+def _fleet_context(request: HttpRequest) -> dict[str, Any]:
+    form = FleetFilterForm(request.GET)
+    filters = form.cleaned_data if form.is_valid() else {}
+    page, rows = selectors.fleet_page(
+        verdict=filters.get("verdict") or "",
+        q=filters.get("q") or "",
+        sort=filters.get("sort") or "verdict",
+        page=filters.get("page") or 1,
+    )
+    query = request.GET.copy()
+    query.pop("page", None)
+    return {
+        "form": form,
+        "page": page,
+        "rows": rows,
+        "query": query.urlencode(),
+        "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
+        "verdicts": selectors.fleet_verdict_counts(),
+    }
+
+
+@require_safe
 @role_required(VIEWER)
 def dashboard(request: HttpRequest) -> HttpResponse:
-    rows = [_row_context(h, s) for h, s in selectors.hosts_with_latest_snapshot()]
-    return render(
-        request,
-        "hosts/dashboard.html",
-        {"rows": rows, "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS},
-    )
+    context = _fleet_context(request)
+    if is_partial(request):
+        return render(request, "hosts/dashboard.html#rows", context)
+    return render(request, "hosts/dashboard.html", context)
 
 
+@require_safe
 @role_required(VIEWER)
 def dashboard_rows(request: HttpRequest) -> HttpResponse:
-    rows = [_row_context(h, s) for h, s in selectors.hosts_with_latest_snapshot()]
-    return render(request, "hosts/dashboard.html#rows", {"rows": rows})
+    return render(request, "hosts/dashboard.html#rows", _fleet_context(request))
 
 
+@require_safe
 @role_required(VIEWER)
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
-    host = get_object_or_404(Host.objects.select_related("credential"), name=name)
+    host = get_object_or_404(Host.objects.select_related("credential", "health"), name=name)
     snapshot = selectors.latest_snapshot(host)
     context = _row_context(host, snapshot)
     context.update(
+        health=getattr(host, "health", None),
         history=selectors.snapshot_history(host),
+        parity=selectors.host_parity(snapshot),
         deployments=host.deployments.select_related("model", "current_revision"),
         changes=host.changes.select_related("deployment").order_by("-created_at")[:10],
-        chart=charts.gpu_chart(selectors.gpu_series(host)),
-        integrity_snapshot=host.snapshots.filter(includes_integrity=True).first(),
+        integrity_snapshot=selectors.latest_integrity_snapshot(host),
         timeline_events=audit_selectors.host_timeline(host.pk),
     )
     return render(request, "hosts/host_detail.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def unit_journal(request: HttpRequest, name: str, unit: str) -> HttpResponse:
+    """The newest lines of a unit's journal, read on demand over SSH (read-only, audited)."""
+    host = get_object_or_404(Host, name=name)
+    try:
+        lines = services.host_journal(host=host, unit=unit, user=request.user)
+        error = ""
+    except services.HostRefused as exc:
+        if exc.code == "forbidden":
+            raise
+        lines, error = [], exc.message
+    context = {"host": host, "unit": unit, "lines": lines, "error": error}
+    return render(request, "hosts/partials/journal.html", context)
 
 
 @require_POST
@@ -85,6 +124,7 @@ def probe_now(request: HttpRequest, name: str) -> HttpResponse:
     return _probe_fragment(request, host, previous, probing=True)
 
 
+@require_safe
 @role_required(VIEWER)
 def probe_status(request: HttpRequest, name: str) -> HttpResponse:
     """Polled while a probe runs; answers 286 (stop polling) with fresh content when done."""
@@ -109,6 +149,13 @@ def _probe_fragment(
     )
     context = _row_context(host, snapshot, probing=probing)
     context["view"] = "row" if template.endswith("#row") else "detail"
+    context["row"] = selectors.fleet_row(Host.objects.select_related("health").get(pk=host.pk))
+    if template.endswith("#summary") and not probing:
+        # The probe may have checked the engine's files too: refresh that section in place.
+        context.update(integrity_snapshot=selectors.latest_integrity_snapshot(host), oob=True)
+        summary = render(request, template, context).content
+        integrity = render(request, "hosts/host_detail.html#integrity", context).content
+        return HttpResponse(summary + integrity)
     return render(request, template, context)
 
 
@@ -132,6 +179,7 @@ def accept_host_key(request: HttpRequest, name: str) -> HttpResponse:
     return redirect("hosts:detail", name=host.name)
 
 
+@require_safe
 @role_required(VIEWER)
 def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
     snapshot = get_object_or_404(StateSnapshot.objects.select_related("host"), pk=pk)
@@ -147,3 +195,15 @@ def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "host_key_changed": snapshot.host.host_key_status == HostKeyStatus.CHANGED,
         },
     )
+
+
+@require_safe
+@role_required(VIEWER)
+def gpu_series(request: HttpRequest, name: str) -> HttpResponse:
+    """Per-GPU history for the host page's charts (static/js/gpu-charts.js fetches it)."""
+    host = get_object_or_404(Host, name=name)
+    try:
+        data = charts.gpu_chart_series(host, request.GET.get("window", charts.DEFAULT_WINDOW))
+    except charts.UnknownWindow as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return JsonResponse(data)

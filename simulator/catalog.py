@@ -7,6 +7,7 @@ hosts can actually load.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 
@@ -19,6 +20,7 @@ class CatalogModel:
     served_name: str
     architecture: str
     max_model_len: int  # the model's native context, used when --max-model-len is absent
+    repo_id: str | None = None  # the Hugging Face repository vLLM also accepts as the model
 
     @property
     def quantization(self) -> str:
@@ -39,6 +41,7 @@ CATALOG: tuple[CatalogModel, ...] = (
         served_name="kimi-k2.5",
         architecture="KimiK25ForConditionalGeneration",
         max_model_len=262144,
+        repo_id="nvidia/Kimi-K2.5-NVFP4",
     ),
     CatalogModel(
         name="moonshotai/Kimi-K2.5",
@@ -48,6 +51,7 @@ CATALOG: tuple[CatalogModel, ...] = (
         served_name="kimi-k2.5",
         architecture="KimiK25ForConditionalGeneration",
         max_model_len=262144,
+        repo_id="moonshotai/Kimi-K2.5",
     ),
     CatalogModel(
         name="moonshotai/Kimi-K2.5",
@@ -66,6 +70,7 @@ CATALOG: tuple[CatalogModel, ...] = (
         served_name="qwen3-235b",
         architecture="Qwen3MoeForCausalLM",
         max_model_len=40960,
+        repo_id="Qwen/Qwen3-235B-A22B-FP8",
     ),
     CatalogModel(
         name="deepseek-ai/DeepSeek-V3.2",
@@ -75,13 +80,46 @@ CATALOG: tuple[CatalogModel, ...] = (
         served_name="deepseek-v3.2",
         architecture="DeepseekV32ForCausalLM",
         max_model_len=163840,
+        repo_id="deepseek-ai/DeepSeek-V3.2",
+    ),
+    CatalogModel(
+        name="MiniMaxAI/MiniMax-M2.5",
+        variant="FP8",
+        weights_gib=214,  # ~230 GB
+        path="/models/MiniMaxAI/MiniMax-M2.5-FP8",
+        served_name="minimax-m2.5",
+        architecture="MiniMaxM2ForCausalLM",
+        max_model_len=196608,
     ),
 )
 
-MODELS_BY_PATH: dict[str, CatalogModel] = {m.path: m for m in CATALOG}
+# The simulated Hugging Face cache (HF_HOME=/root/.cache/huggingface, the default for root):
+# vLLM resolves a repository id to a snapshot directory there, offline.
+HF_HUB = "/root/.cache/huggingface/hub"
+
+
+def hf_snapshot_dir(repo_id: str) -> str:
+    """Where huggingface_hub keeps a downloaded repository: models--org--name/snapshots/<rev>."""
+    revision = hashlib.sha1(repo_id.encode()).hexdigest()  # noqa: S324 - a name, not security
+    return f"{HF_HUB}/models--{repo_id.replace('/', '--')}/snapshots/{revision}"
+
+
+# Each catalog repository as it sits in every host's cache at boot: repo id -> snapshot dir.
+DEFAULT_HF_CACHE: dict[str, str] = {
+    m.repo_id: hf_snapshot_dir(m.repo_id) for m in CATALOG if m.repo_id is not None
+}
+# A model by anything vLLM may be given or resolve it to: local path, repo id, cache dir.
+MODELS_BY_PATH: dict[str, CatalogModel] = {
+    **{m.path: m for m in CATALOG},
+    **{m.repo_id: m for m in CATALOG if m.repo_id is not None},
+    **{hf_snapshot_dir(m.repo_id): m for m in CATALOG if m.repo_id is not None},
+}
 
 # What every host has on disk at boot: path -> weights GiB. Tests add and remove paths per host.
-DEFAULT_DISK: dict[str, float] = {m.path: m.weights_gib for m in CATALOG}
+DEFAULT_DISK: dict[str, float] = {
+    **{m.path: m.weights_gib for m in CATALOG},
+    **{hf_snapshot_dir(m.repo_id): m.weights_gib for m in CATALOG if m.repo_id is not None},
+}
 
 DEFAULT_MODEL = CATALOG[0]
 DEFAULT_UNIT = "vllm-kimi-k25.service"
@@ -90,6 +128,12 @@ DEFAULT_TP = 8
 UNIT_DIR = "/etc/systemd/system"
 VLLM_BINARY = "/opt/vllm/.venv/bin/vllm"
 VLLM_VERSION = "0.11.2"
+# A wheel directory on every host (pip install --no-index --find-links): the engine's own wheel.
+WHEEL_DIR = "/opt/wheels"
+# The unit shape operators write by hand (unit_style="envfile"): the model and its name come
+# from an environment file that also holds a Hugging Face token.
+ENV_FILE = "/etc/vllm/kimi-k25.env"
+UNIT_STYLES = ("controlplane", "envfile")
 
 
 def unit_file_text(
@@ -132,4 +176,42 @@ def unit_file_text(
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
+    )
+
+
+def envfile_unit_text(*, env_file: str = ENV_FILE, port: int = DEFAULT_PORT) -> str:
+    """The hand-written unit shape: the model comes from EnvironmentFile= through ${VAR}."""
+    return (
+        "[Unit]\n"
+        "Description=vLLM Kimi-K2.5 NVFP4\n"
+        "After=network-online.target\n"
+        "Wants=network-online.target\n"
+        "\n"
+        "[Service]\n"
+        "Type=simple\n"
+        f"EnvironmentFile={env_file}\n"
+        "Environment=VLLM_USE_V1=1\n"
+        f"ExecStart={VLLM_BINARY} serve ${{MODEL}} --served-model-name ${{SERVED_MODEL_NAME}} "
+        f"--tensor-parallel-size {DEFAULT_TP} --max-model-len {DEFAULT_MODEL.max_model_len} "
+        f"--port {port}\n"
+        "LimitNOFILE=1048576\n"
+        "Restart=on-failure\n"
+        "RestartSec=10\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+# A fake token, distinctive enough that a test can search a whole snapshot for it.
+FAKE_HF_TOKEN = "hf_simulatedTokenDoNotLeak0123456789"
+
+
+def envfile_text(*, hf_token: str = FAKE_HF_TOKEN) -> str:
+    """The environment file of the hand-written shape, with a (fake) secret in it."""
+    return (
+        "# vLLM Kimi-K2.5 on this host\n"
+        "MODEL=nvidia/Kimi-K2.5-NVFP4\n"
+        "SERVED_MODEL_NAME=kimi-k2.5\n"
+        f"HF_TOKEN={hf_token}\n"
     )

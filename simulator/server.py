@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import shell
 from .host_keys import load_or_create_key, public_key_text
+from .http.loopback import LoopbackServer
 from .ssh_host import SimHost, SimHostInfo
 from .state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS, Machine
 
@@ -56,7 +57,12 @@ class SimFleet:
         slow_seconds: float = DEFAULT_SLOW_SECONDS,
         faults: Mapping[str, Iterable[str]] | None = None,
         names: Iterable[str] | None = None,
+        unit_styles: Mapping[str, str] | None = None,
+        time_scale: float = 1.0,
     ) -> None:
+        """`unit_styles` picks, per host name, the shape of the unit it boots with:
+        "controlplane" (the default) or "envfile" (see catalog.envfile_unit_text).
+        `time_scale`: real seconds per host second (0.01: a hundred times faster; simclock)."""
         self.names = list(names) if names is not None else host_names(count)
         self.base_port = base_port
         self.bind = bind
@@ -68,8 +74,18 @@ class SimFleet:
         self.client_public_key = public_key_text(client_key)
         client_public_data = client_key.public_data
         self.hosts: list[SimHost] = []
+        styles = dict(unit_styles or {})
+        unknown = set(styles) - set(self.names)
+        if unknown:
+            raise KeyError(f"unit_styles names hosts the fleet does not have: {sorted(unknown)}")
         for name in self.names:
-            machine = Machine(name, load_seconds=load_seconds, slow_seconds=slow_seconds)
+            machine = Machine(
+                name,
+                load_seconds=load_seconds,
+                slow_seconds=slow_seconds,
+                unit_style=styles.get(name, "controlplane"),
+                time_scale=time_scale,
+            )
             self.hosts.append(
                 SimHost(
                     machine,
@@ -80,10 +96,16 @@ class SimFleet:
                 )
             )
         self._by_name = {h.name: h for h in self.hosts}
+        self.time_scale = time_scale
+        self.http = LoopbackServer(self._machine_named)  # what scripts on the hosts reach
         for name, host_faults in (faults or {}).items():
             for fault in host_faults:
                 self.host(name).machine.set_fault(fault, True)
         self.started = False
+
+    def _machine_named(self, name: str) -> Machine | None:
+        host = self._by_name.get(name)
+        return host.machine if host is not None else None
 
     def host(self, name: str) -> SimHost:
         try:
@@ -110,6 +132,13 @@ class SimFleet:
             await self._start_at(self.base_port)
         else:
             await self._start_anywhere()
+        try:
+            await self.http.start()
+            for host in self.hosts:
+                self.http.register(host.machine)
+        except BaseException:
+            await self.stop()
+            raise
         self.started = True
 
     async def _start_at(self, base: int) -> None:
@@ -138,6 +167,7 @@ class SimFleet:
 
     async def stop(self) -> None:
         await asyncio.gather(*(h.close() for h in self.hosts), return_exceptions=True)
+        await self.http.close()
         self.started = False
 
     async def set_fault(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -18,6 +20,7 @@ from .state import Machine
 logger = logging.getLogger(__name__)
 
 STDIN_TIMEOUT_SECONDS = 30.0
+CONNECTION_LOG_MAX = 1000
 _LISTENER_FAULTS = ("unreachable", "host_key_rotated")
 # AES-GCM is one library call per packet; asyncssh's ChaCha20-Poly1305 costs several, which
 # matters at 500 hosts on two cores. Clients pick the first of their algorithms we offer.
@@ -37,6 +40,25 @@ class SimHostInfo:
     name: str
     port: int
     public_key: str  # the host's own key (OpenSSH text), not a rotated one
+
+
+@dataclass
+class ConnectionRecord:
+    """What one SSH client asked of a host: the keys it offered and any forwarding it wanted.
+
+    Kept whether or not the host allowed it (it allows no forwarding at all), so a test can
+    tell what the client would have used, not only what it got.
+    """
+
+    username: str = ""
+    offered_keys: list[str] = field(default_factory=list)  # OpenSSH text, in order, once each
+    agent_forwarding: bool = False
+    x11_forwarding: bool = False
+    port_forwarding: list[str] = field(default_factory=list)  # e.g. "listen 127.0.0.1:8000"
+
+    @property
+    def forwarding_requested(self) -> bool:
+        return self.agent_forwarding or self.x11_forwarding or bool(self.port_forwarding)
 
 
 class _ProcessSink(shell.Sink):
@@ -65,16 +87,41 @@ class _Connection(asyncssh.SSHServer):
     def __init__(self, host: SimHost) -> None:
         self.host = host
         self.conn: asyncssh.SSHServerConnection | None = None
+        self.record = ConnectionRecord()
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self.conn = conn
         self.host.connections.add(conn)
+        self.host.connection_log.append(self.record)
+        self._watch_forwarding(conn)
+
+    def _watch_forwarding(self, conn: asyncssh.SSHServerConnection) -> None:
+        """asyncssh answers agent and X11 forwarding requests on the connection itself (here:
+        refused, the listener allows neither) without asking this object, so the two methods
+        it asks are wrapped, on this connection only, to note the request first."""
+        record = self.record
+        create_agent_listener = conn.create_agent_listener
+        attach_x11_listener = conn.attach_x11_listener
+
+        async def agent_requested() -> bool:
+            record.agent_forwarding = True
+            return await create_agent_listener()
+
+        async def x11_requested(
+            chan: asyncssh.SSHServerChannel[Any], proto: bytes, data: bytes, screen: int
+        ) -> str | None:
+            record.x11_forwarding = True
+            return await attach_x11_listener(chan, proto, data, screen)
+
+        conn.create_agent_listener = agent_requested  # type: ignore[method-assign]
+        conn.attach_x11_listener = x11_requested  # type: ignore[method-assign]
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.conn is not None:
             self.host.connections.discard(self.conn)
 
     def begin_auth(self, username: str) -> bool:
+        self.record.username = username
         return True
 
     def password_auth_supported(self) -> bool:
@@ -87,7 +134,30 @@ class _Connection(asyncssh.SSHServer):
         return True
 
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        offered = key.export_public_key("openssh").decode().strip()
+        if offered not in self.record.offered_keys:  # asked once, then again with a signature
+            self.record.offered_keys.append(offered)
         return key.public_data == self.host.client_public_data
+
+    # Forwarding of any kind is refused; each request is noted in the connection's record.
+
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> bool:
+        self.record.port_forwarding.append(f"connect {dest_host}:{dest_port}")
+        return False
+
+    def server_requested(self, listen_host: str, listen_port: int) -> bool:
+        self.record.port_forwarding.append(f"listen {listen_host}:{listen_port}")
+        return False
+
+    def unix_connection_requested(self, dest_path: str) -> bool:
+        self.record.port_forwarding.append(f"connect unix:{dest_path}")
+        return False
+
+    def unix_server_requested(self, listen_path: str) -> bool:
+        self.record.port_forwarding.append(f"listen unix:{listen_path}")
+        return False
 
 
 class SimHost:
@@ -111,6 +181,10 @@ class SimHost:
         self._rotated_key: asyncssh.SSHKey | None = None
         self.client_public_data = client_public_data
         self.connections: set[asyncssh.SSHServerConnection] = set()
+        # The newest SSH connections, oldest first (bounded: the demo fleet runs for days).
+        self.connection_log: collections.deque[ConnectionRecord] = collections.deque(
+            maxlen=CONNECTION_LOG_MAX
+        )
         self.acceptor: asyncssh.SSHAcceptor | None = None
         self._listening_key: asyncssh.SSHKey | None = None
         self._lock = asyncio.Lock()

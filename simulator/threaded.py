@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import shutil
 import tempfile
 import threading
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from . import catalog
 from .server import SimFleet, SimHost, SimHostInfo
+from .ssh_host import ConnectionRecord
 from .state import Machine
 
 T = TypeVar("T")
@@ -62,6 +64,7 @@ class FleetHandle:
         self.client_private_key = fleet.client_private_key
         self.client_public_key = fleet.client_public_key
         self.state_dir = fleet.state_dir
+        self.time_scale = fleet.time_scale  # real seconds per simulated second
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -110,6 +113,16 @@ class FleetHandle:
         """Switch a fault; with `models`, it hits only those model paths (a bad build)."""
         self._await(self.fleet.set_fault(name, fault, on, models))
 
+    def set_patched_engine(self, name: str, *, five_token_corruption: bool = True) -> None:
+        """The `patched_file` fault, with the patch corrupting five-token prompts or not."""
+        self.set_fault(name, "patched_file")
+        self.set_fault(name, "five_token_corruption", five_token_corruption)
+
+    @property
+    def http_port(self) -> int:
+        """The fleet's streaming HTTP server (simulator.http.loopback) on 127.0.0.1."""
+        return self.fleet.http.port
+
     def set_foreign_memory(self, name: str, mib: int) -> None:
         """How much each `foreign_gpu_process` process holds on its GPU (default 4096 MiB)."""
         self._call(lambda: self._machine(name).set_foreign_memory(mib))
@@ -127,6 +140,17 @@ class FleetHandle:
         def apply() -> None:
             for machine in self._each(name):
                 machine.load_seconds = seconds
+
+        self._call(apply)
+
+    def set_clock_skew(self, seconds: float, name: str | None = None) -> None:
+        """The hosts' wall clock runs `seconds` ahead of this machine's (negative: behind), as
+        on a host whose NTP stopped: the timestamps systemd and the journal print. Their
+        monotonic clocks (loads, generation) are untouched."""
+
+        def apply() -> None:
+            for machine in self._each(name):
+                machine.wall = lambda: time.time() + seconds
 
         self._call(apply)
 
@@ -166,6 +190,17 @@ class FleetHandle:
         def apply() -> None:
             for machine in self._each(name):
                 machine.command_log.clear()
+
+        self._call(apply)
+
+    def connection_log(self, name: str) -> list[ConnectionRecord]:
+        """What each SSH client asked of the host: keys offered, forwarding wanted (copies)."""
+        return self._call(lambda: [copy.deepcopy(r) for r in self.fleet.host(name).connection_log])
+
+    def clear_connection_log(self, name: str | None = None) -> None:
+        def apply() -> None:
+            for host in [self.fleet.host(name)] if name else self.fleet.hosts:
+                host.connection_log.clear()
 
         self._call(apply)
 
@@ -308,8 +343,15 @@ def running_fleet(
     state_dir: str | Path | None = None,
     faults: Mapping[str, Iterable[str]] | None = None,
     bind: str = "127.0.0.1",
+    unit_styles: Mapping[str, str] | None = None,
+    time_scale: float = 1.0,
 ) -> Iterator[FleetHandle]:
-    """Run `n` simulated hosts on a daemon thread for the duration of the block."""
+    """Run `n` simulated hosts on a daemon thread for the duration of the block.
+
+    `unit_styles={"gpu-01": "envfile"}` boots gpu-01 with the hand-written unit shape (model
+    from an EnvironmentFile= through ${VAR}); the others keep the control plane's shape.
+    `time_scale=0.01` runs every host's clock a hundred times faster (loads, generation, pip).
+    """
     temp_dir = None
     if state_dir is None:
         temp_dir = tempfile.mkdtemp(prefix="simfleet-")
@@ -322,6 +364,8 @@ def running_fleet(
         load_seconds=load_seconds,
         slow_seconds=slow_seconds,
         faults=faults,
+        unit_styles=unit_styles,
+        time_scale=time_scale,
     )
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="simfleet", daemon=True)

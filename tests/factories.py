@@ -103,7 +103,12 @@ def make_deployment(host: Host, model: ModelArtifact) -> Deployment:
 
 
 def make_snapshot(
-    host: Host, *, status: str = "ok", age: float = 5.0, parsed: dict[str, Any] | None = None
+    host: Host,
+    *,
+    status: str = "ok",
+    age: float = 5.0,
+    parsed: dict[str, Any] | None = None,
+    includes_integrity: bool = False,
 ) -> StateSnapshot:
     parsed = copy.deepcopy(parsed if parsed is not None else parsed_state())
     snapshot = StateSnapshot(
@@ -114,6 +119,45 @@ def make_snapshot(
         duration_ms=120,
         parsed=parsed,
         digest=snapshot_digest(parsed),
+        includes_integrity=includes_integrity,
     )
     snapshot.save()
     return snapshot
+
+
+def make_integrity_snapshot(
+    host: Host,
+    *,
+    modified: tuple[str, ...] = (),
+    version: str = "0.11.2",
+    age: float = 5.0,
+    error: str | None = None,
+) -> StateSnapshot:
+    """A snapshot whose probe also ran the engine integrity check of the unit's engine."""
+    parsed = parsed_state()
+    parsed["deployments"][UNIT]["integrity"] = {
+        "dist": None if error else "vllm",
+        "version": None if error else version,
+        "checked": 0 if error else 1873,
+        "modified": list(modified),
+        "missing": [],
+        "added": [],
+        "error": error,
+    }
+    return make_snapshot(host, age=age, parsed=parsed, includes_integrity=True)
+
+
+def default_benchmark_profile() -> Any:
+    """The default profile the migration creates (a transactional test's flush removes it)."""
+    from deployments.models import BenchmarkProfile
+
+    return BenchmarkProfile.objects.get_or_create(
+        name="standard",
+        defaults={
+            "is_default": True,
+            "concurrency_levels": [1, 8, 32, 64],
+            "input_tokens": 128,
+            "output_tokens": 256,
+            "requests_per_stream": 1,
+        },
+    )[0]

@@ -17,11 +17,13 @@ from typing import Any
 import asyncssh
 import pytest
 
+from simulator import catalog
 from simulator.threaded import FleetHandle, HostHandle, running_fleet
 
 __all__ = ["FleetHandle", "HostHandle", "RegisteredFleet", "running_fleet", "ssh", "ssh_connect"]
 
 FAST_LOAD_SECONDS = 0.2
+TEST_TIME_SCALE = 0.05
 
 
 async def ssh_connect(
@@ -85,6 +87,8 @@ def make_fleet(tmp_path: Path) -> Iterator[Callable[..., FleetHandle]]:
             nonlocal counter
             counter += 1
             kwargs.setdefault("load_seconds", FAST_LOAD_SECONDS)
+            # Generation paced by the performance model, 20x faster than real hosts.
+            kwargs.setdefault("time_scale", TEST_TIME_SCALE)
             kwargs.setdefault("state_dir", tmp_path / f"simfleet-{counter}")
             return stack.enter_context(running_fleet(n, **kwargs))
 
@@ -97,12 +101,33 @@ def sim_fleet(make_fleet: Callable[..., FleetHandle]) -> FleetHandle:
     return make_fleet(2)
 
 
+def install_sudoers(fleet: FleetHandle, hosts: list[Any]) -> None:
+    """What an operator does on each host they register: install the control plane's sudoers
+    entry (hosts.sudoers), for the user it logs in as. The simulated hosts then refuse, as sudo
+    does, whatever the entry does not allow, so every test on a registered fleet checks that
+    the entry covers what the product sends under sudo. Engine repair may use the index or the
+    wheel directory (tests switch a deployment between the two), so both are allowed."""
+    from hosts.sudoers import SUDOERS_PATH, EngineInstall, sudoers_entry
+
+    for host in hosts:
+        engines = [
+            EngineInstall(d.engine_python, catalog.VLLM_VERSION, d.engine_dist, source)
+            for d in host.deployments.all()
+            for source in ("", catalog.WHEEL_DIR)
+        ]
+        entry = sudoers_entry(
+            user=host.username, environment_files=[catalog.ENV_FILE], engines=engines
+        )
+        fleet.write_file(host.name, SUDOERS_PATH, entry)
+
+
 def register(fleet: FleetHandle) -> RegisteredFleet:
     from deployments.models import Deployment
     from deployments.simfleet_registration import register_fleet
 
     hosts = register_fleet(fleet.registration_info(), client_private_key=fleet.client_private_key)
     deployments = list(Deployment.objects.filter(host__in=hosts).order_by("host__name"))
+    install_sudoers(fleet, hosts)
     return RegisteredFleet(
         fleet=fleet,
         hosts=hosts,

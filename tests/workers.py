@@ -47,8 +47,36 @@ class WorkerProcess:
         self.proc.kill()
         self.proc.wait(10)
 
+    def wait_ready(self, timeout: float = 30) -> WorkerProcess:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Celery worker exited:\n{self.output()}")
+            if "ready." in self.output():
+                return self
+            time.sleep(0.1)
+        self.proc.kill()
+        raise RuntimeError(f"the Celery worker did not start:\n{self.output()}")
 
-def start_worker(queue: str, log: Path, **env_overrides: str) -> WorkerProcess:
+    def stop(self) -> None:
+        """SIGTERM (a warm shutdown), SIGKILL if that takes too long."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def spawn_worker(
+    queue: str, log: Path, *, beat: bool = False, **env_overrides: str
+) -> WorkerProcess:
+    """Start a worker without waiting for it (`wait_ready`): several start side by side.
+
+    `beat=True` embeds Celery beat (the database schedule, sending to `queue`), for tests of
+    what beat's sweeps do; `env_overrides` win over everything here, DATABASE_URL included.
+    """
     env = dict(os.environ)
     env.update(
         DATABASE_URL=_database_url(),
@@ -56,42 +84,37 @@ def start_worker(queue: str, log: Path, **env_overrides: str) -> WorkerProcess:
         HEALTH_POLL_SECONDS="0.2",
         # What the worker itself queues (webhook deliveries, ...) stays on the private queue.
         CELERY_TASK_DEFAULT_QUEUE=queue,
-        **env_overrides,
     )
+    env.update(env_overrides)
+    argv = [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-P", "solo",
+            "-Q", queue, "-l", "info", "--without-gossip", "--without-mingle",
+            "--without-heartbeat"]  # fmt: skip
+    if beat:
+        argv += ["-B", "-s", str(log.with_suffix(".beat-schedule"))]
     handle = log.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-P", "solo",
-         "-Q", queue, "-l", "info", "--without-gossip", "--without-mingle",
-         "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the Celery worker exited:\n{log.read_text()}")
-        if "ready." in log.read_text(errors="replace"):
-            return WorkerProcess(proc, queue, log)
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"the Celery worker did not start:\n{log.read_text()}")
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    return WorkerProcess(proc, queue, log)
+
+
+def start_worker(
+    queue: str, log: Path, *, beat: bool = False, **env_overrides: str
+) -> WorkerProcess:
+    return spawn_worker(queue, log, beat=beat, **env_overrides).wait_ready()
 
 
 @contextlib.contextmanager
-def private_worker(queue: str, log: Path, **env_overrides: str) -> Iterator[WorkerProcess]:
+def private_worker(
+    queue: str, log: Path, *, beat: bool = False, **env_overrides: str
+) -> Iterator[WorkerProcess]:
     """A worker on `queue`; while it runs, tasks sent from the test process go there too."""
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = queue
-    worker = start_worker(queue, log, **env_overrides)
+    worker = start_worker(queue, log, beat=beat, **env_overrides)
     try:
         yield worker
     finally:
         app.conf.task_default_queue = previous
-        if worker.proc.poll() is None:
-            worker.proc.terminate()
-            try:
-                worker.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                worker.proc.kill()
+        worker.stop()
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(queue)
 

@@ -58,3 +58,11 @@ class RefusalSerializer(serializers.Serializer):
     needs_acknowledgement = serializers.BooleanField(
         required=False, help_text="conflict: requests are in flight; send acknowledge_busy."
     )
+    needs_unknown_acknowledgement = serializers.BooleanField(
+        required=False,
+        help_text="conflict: the snapshot is partial; a stop or restart may send "
+        "acknowledge_unknown after reading `unknown`.",
+    )
+    unknown = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="what the snapshot could not read"
+    )

@@ -11,6 +11,7 @@ from typing import Any
 from django.apps import apps
 from django.contrib.auth.decorators import login_not_required, login_required
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.decorators.http import require_safe
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
@@ -22,11 +23,14 @@ app_name = "api"
 
 def docs_view() -> Callable[..., Any]:
     if apps.is_installed("drf_spectacular_sidecar"):
-        from drf_spectacular.views import SpectacularSwaggerView
+        from drf_spectacular.views import SpectacularSwaggerSplitView
 
         # Swagger UI's files come from drf-spectacular-sidecar, served locally: no CDN. A page
-        # for people: without a session, sign in first (rather than DRF's bare 401).
-        return login_required(SpectacularSwaggerView.as_view(url_name="api:schema"))
+        # for people: without a session, sign in first (rather than DRF's bare 401). The split
+        # view serves its start-up script from this URL too (`?script`), not inline, as the
+        # Content Security Policy requires; it answers GET (and HEAD) only.
+        view = SpectacularSwaggerSplitView.as_view(url_name="api:schema")
+        return login_required(require_safe(view))
     # Without it, the browsable API is the documentation.
     return RedirectView.as_view(pattern_name="api:root")
 

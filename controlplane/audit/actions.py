@@ -35,14 +35,27 @@ class AuditAction(models.TextChoices):
     DEPLOYMENT_CREATED = "deployment.created", "deployment created"
     DEPLOYMENT_CHANGED = "deployment.changed", "deployment changed"
     DEPLOYMENT_DELETED = "deployment.deleted", "deployment deleted"
+    BENCHMARK_PROFILE_CREATED = "benchmarkprofile.created", "benchmark profile created"
+    BENCHMARK_PROFILE_CHANGED = "benchmarkprofile.changed", "benchmark profile changed"
+    BENCHMARK_PROFILE_DELETED = "benchmarkprofile.deleted", "benchmark profile deleted"
+    COHERENCE_CHECK_CREATED = "coherencecheck.created", "coherence check created"
+    COHERENCE_CHECK_CHANGED = "coherencecheck.changed", "coherence check changed"
+    COHERENCE_CHECK_DELETED = "coherencecheck.deleted", "coherence check deleted"
     # hosts
     PROBE_COMPLETED = "probe.completed", "probe completed"
     HOST_KEY_PRESENTED = "host.key_presented", "host key presented"
     HOST_KEY_CHANGED = "host.key_changed", "host key changed"
     HOST_KEY_ACCEPTED = "host.key_accepted", "host key accepted"
+    HOST_JOURNAL_READ = "host.journal_read", "journal read"
+    HOST_VERDICT_CHANGED = "host.verdict_changed", "health verdict changed"
     # change requests
     CHANGE_REQUESTED = "change.requested", "change requested"
     CHANGE_BUSY_ACKNOWLEDGED = "change.busy_acknowledged", "busy server acknowledged"
+    CHANGE_UNKNOWN_ACKNOWLEDGED = "change.unknown_acknowledged", "unknown facts acknowledged"
+    CHANGE_INTEGRITY_ACKNOWLEDGED = (
+        "change.integrity_acknowledged",
+        "unclean engine integrity acknowledged",
+    )
     CHANGE_APPROVED = "change.approved", "change approved"
     CHANGE_BREAK_GLASS = "change.break_glass", "break-glass"
     CHANGE_REJECTED = "change.rejected", "change rejected"

@@ -65,6 +65,12 @@ class AuditEvent(models.Model):
             models.Index(fields=["correlation_id", "seq"], name="audit_correlation_seq"),
             # time filters find the seq window they cover (selectors.events_filtered)
             models.Index(fields=["created_at"], name="audit_created_at"),
+            # snapshot retention keeps every snapshot an event names (hosts.services.retention)
+            models.Index(
+                fields=["snapshot_id"],
+                name="audit_snapshot",
+                condition=models.Q(snapshot_id__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

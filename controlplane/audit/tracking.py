@@ -22,6 +22,8 @@ TRACKED: dict[str, set[str]] = {
     "hosts.credential": set(),
     "deployments.modelartifact": set(),
     "deployments.deployment": {"current_revision"},
+    "deployments.benchmarkprofile": set(),
+    "deployments.coherencecheck": set(),
     "auth.user": {"last_login"},
     "auth.group": set(),
 }

@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from deployments.choices import ChangeKind, ChangeStatus
-from hosts.choices import HostKeyStatus, SnapshotStatus
+from hosts.choices import HostKeyStatus, SnapshotStatus, Verdict
 from hosts.state import ServerState
 
 from . import selectors
@@ -139,6 +139,12 @@ HOST_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     ),
     ("host_enabled", "1 if the host is probed on schedule.", ["host"]),
     (
+        "host_verdict",
+        "1 for the host's health verdict (healthy, degraded, unknown, failed), 0 for the others; "
+        "the same verdict, from the same evidence, as the fleet page.",
+        ["host", "verdict"],
+    ),
+    (
         "host_up",
         "1 if the newest probe reached the host and ran (status ok or partial); 0 otherwise, "
         "including hosts never probed.",
@@ -178,6 +184,8 @@ def _add_host(
 ) -> None:
     name = host.name
     families["host_enabled"].add_metric([name], 1.0 if host.enabled else 0.0)
+    for verdict in Verdict.values:
+        families["host_verdict"].add_metric([name, verdict], float(verdict == host.verdict))
     for choice in HostKeyStatus.values:
         families["host_key_status"].add_metric(
             [name, choice], float(choice == host.host_key_status)

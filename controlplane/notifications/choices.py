@@ -9,6 +9,8 @@ class EventType(models.TextChoices):
     DRIFT_DETECTED = "drift.detected", "drift detected"
     HOST_UNREACHABLE = "host.unreachable", "host unreachable"
     HOST_KEY_CHANGED = "host.key_changed", "host key changed"
+    HOST_DEGRADED = "host.degraded", "host degraded or failed (its verdict got worse)"
+    HOST_RECOVERED = "host.recovered", "host recovered (healthy again)"
 
 
 # Sent only by "Send a test" to one endpoint; nobody subscribes to it.

@@ -18,7 +18,7 @@ from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
 from deployments.choices import ChangeKind, ChangeStatus
 from deployments.models import ChangeRequest
-from hosts.choices import SnapshotStatus
+from hosts.choices import VERDICT_SEVERITY, SnapshotStatus, Verdict
 from hosts.models import StateSnapshot
 
 from .choices import EventType
@@ -40,6 +40,7 @@ NOTIFYING_ACTIONS = {
     AuditAction.CHANGE_REQUESTED,
     AuditAction.CHANGE_REJECTED,
     AuditAction.HOST_KEY_CHANGED,
+    AuditAction.HOST_VERDICT_CHANGED,
     AuditAction.PROBE_COMPLETED,
     *APPROVALS,
     *JOB_OUTCOMES,
@@ -94,6 +95,8 @@ def might_notify(event: AuditEvent) -> bool:
         return bool(data.get("needs_approval"))
     if event.action == AuditAction.PROBE_COMPLETED:
         return data.get("status") == SnapshotStatus.UNREACHABLE
+    if event.action == AuditAction.HOST_VERDICT_CHANGED:
+        return _verdict_notification_type(data) is not None
     return True
 
 
@@ -104,6 +107,8 @@ def notifications_for(event: AuditEvent) -> list[Notification]:
         return _host_unreachable(event)
     if event.action == AuditAction.HOST_KEY_CHANGED:
         return [_host_key_changed(event)]
+    if event.action == AuditAction.HOST_VERDICT_CHANGED:
+        return [_verdict_changed(event)]
     change = _change_of(event)
     if change is None:
         return []
@@ -210,6 +215,37 @@ def _drift(event: AuditEvent, change: ChangeRequest, base: dict[str, Any]) -> No
     )
     data = {**base["data"], "drift": drift}
     return Notification(EventType.DRIFT_DETECTED, text, base["link"], data)
+
+
+def _verdict_notification_type(data: dict[str, Any]) -> str | None:
+    """Worse and now degraded or failed: host.degraded; healthy again: host.recovered. Into or
+    out of "unknown" is the unreachable notification's business, and a transition during (or
+    at the end of) a change job is the job's: its outcome is notified on its own."""
+    before, after = data.get("before"), data.get("after")
+    if data.get("during_change"):
+        return None
+    if before not in VERDICT_SEVERITY or after not in VERDICT_SEVERITY:
+        return None
+    if after == Verdict.HEALTHY and before != Verdict.HEALTHY:
+        return EventType.HOST_RECOVERED
+    if after in (Verdict.DEGRADED, Verdict.FAILED) and (
+        VERDICT_SEVERITY[after] > VERDICT_SEVERITY[before] or before == Verdict.UNKNOWN
+    ):
+        return EventType.HOST_DEGRADED
+    return None
+
+
+def _verdict_changed(event: AuditEvent) -> Notification:
+    data = event.data or {}
+    kind = _verdict_notification_type(data)
+    assert kind is not None  # might_notify checked it
+    host = event.host_label or event.target_label
+    reasons = [r.get("text", "") for r in data.get("reasons") or [] if isinstance(r, dict)]
+    text = f"{host} is {data['after']} (was {data['before']})"
+    text += f": {'; '.join(reasons[:3])}." if reasons else "."
+    payload = {**_common(event), "before": data["before"], "after": data["after"],
+               "reasons": data.get("reasons") or []}  # fmt: skip
+    return Notification(kind, text, link_to(reverse("hosts:detail", args=[host])), payload)
 
 
 def _host_key_changed(event: AuditEvent) -> Notification:

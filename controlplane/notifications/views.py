@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from controlplane.accounts.decorators import role_required, superuser_required
 from controlplane.accounts.roles import VIEWER
@@ -68,6 +68,7 @@ def _form_values(form: WebhookEndpointForm) -> dict[str, Any]:
     }
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 @superuser_required
 def endpoint_create(request: HttpRequest) -> HttpResponse:
     form = WebhookEndpointForm(
@@ -82,6 +83,7 @@ def endpoint_create(request: HttpRequest) -> HttpResponse:
     return render(request, "notifications/endpoint_form.html", {"form": form, "endpoint": None})
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 @superuser_required
 def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk)
@@ -110,6 +112,7 @@ def endpoint_set_active(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("notifications:index")
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 @superuser_required
 def endpoint_delete(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
-from deployments.models import ChangeRequest
+from deployments.models import ChangeRequest, Deployment, DeploymentRevision, Evaluation
 from deployments.selectors import CHANGE_RELATED
 
 
@@ -18,10 +18,23 @@ def changes_filtered(*, status: str = "", host: str = "") -> QuerySet[ChangeRequ
 
 
 def change_with_history(pk: int) -> ChangeRequest | None:
-    """A change with its steps and approvals, for its detail answer."""
+    """A change with its steps, approvals and evaluations (in the order they ran)."""
+    runs = Evaluation.objects.select_related("revision").order_by("started_at", "pk")
     return (
         ChangeRequest.objects.select_related(*CHANGE_RELATED)
-        .prefetch_related("steps", "approvals")
+        .prefetch_related("steps", "approvals", Prefetch("evaluations", queryset=runs))
         .filter(pk=pk)
         .first()
     )
+
+
+def revisions_with_evaluations(deployment: Deployment) -> QuerySet[DeploymentRevision]:
+    """A deployment's revisions with a summary of each run on them, newest run first."""
+    runs = Evaluation.objects.select_related("revision").order_by("-started_at", "-pk")
+    return deployment.revisions.select_related("model").prefetch_related(
+        Prefetch("evaluations", queryset=runs)
+    )
+
+
+def revision_evaluations(revision: DeploymentRevision) -> QuerySet[Evaluation]:
+    return Evaluation.objects.filter(revision=revision).select_related("revision")

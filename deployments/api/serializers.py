@@ -10,10 +10,17 @@ from rest_framework import serializers
 
 from controlplane.api.errors import RefusalSerializer
 from controlplane.api.fields import RowField
-from deployments.choices import ApprovalDecision, ChangeKind, ChangeStatus, StepStatus
+from deployments.choices import (
+    SERVING_KINDS,
+    ApprovalDecision,
+    ChangeKind,
+    ChangeStatus,
+    StepStatus,
+)
 from deployments.engine_flags import validate_extra_args
 from deployments.models import (
     Approval,
+    BenchmarkProfile,
     ChangeRequest,
     Deployment,
     DeploymentRevision,
@@ -21,6 +28,8 @@ from deployments.models import (
     ModelArtifact,
 )
 from hosts.models import StateSnapshot
+
+from .evaluations import EvaluationBriefSerializer, EvaluationSerializer
 
 # --- the catalog and deployments -----------------------------------------------------------
 
@@ -90,6 +99,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "engine_binary",
             "engine_python",
             "engine_dist",
+            "engine_package_source",
             "tensor_parallel_size",
             "max_model_len",
             "port",
@@ -98,6 +108,17 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "current_revision",
             "created_at",
         ]
+        read_only_fields = fields
+
+
+# --- evaluations and benchmark profiles ---------------------------------------------------
+
+
+class RevisionWithEvaluationsSerializer(RevisionSerializer):
+    evaluations = EvaluationBriefSerializer(many=True, read_only=True)
+
+    class Meta(RevisionSerializer.Meta):
+        fields = [*RevisionSerializer.Meta.fields, "evaluations"]
         read_only_fields = fields
 
 
@@ -141,11 +162,37 @@ class ChangeCreateSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Engine flags, each --flag or --flag=value.",
     )
+    environment = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=500),
+        required=False,
+        allow_null=True,
+        help_text="The unit's Environment= variables (NAME: value); omitted keeps them.",
+    )
     acknowledge_busy = serializers.BooleanField(
         required=False, default=False, help_text="Go ahead although requests are in flight."
     )
+    acknowledge_unknown = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="stop and restart only: go ahead on a partial snapshot, acknowledging the "
+        "facts it could not read (listed in the 409 that asks for this).",
+    )
+    acknowledge_integrity = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="model_swap, redeploy and rollback: go ahead although the engine's integrity "
+        "check is not clean (the 409 that asks for this says what it found).",
+    )
     benchmark = serializers.BooleanField(
-        required=False, default=False, help_text="Measure throughput after the change."
+        required=False,
+        default=False,
+        help_text="Run the default benchmark profile before and after the change.",
+    )
+    benchmark_profile_id = RowField(
+        queryset=BenchmarkProfile.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Run this benchmark profile before and after the change (serving kinds).",
     )
 
     def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
@@ -165,11 +212,13 @@ class ChangeCreateSerializer(serializers.Serializer):
         if kind != ChangeKind.MODEL_SWAP and attrs.get("model_id") is not None:
             errors["model_id"] = "Only a model swap takes a model."
         if kind not in SHAPING_KINDS:
-            for name in ("tensor_parallel_size", "max_model_len", "extra_args"):
+            for name in ("tensor_parallel_size", "max_model_len", "extra_args", "environment"):
                 if attrs.get(name) is not None:
                     errors[name] = "Only model_swap and redeploy take this."
-            if attrs.get("benchmark"):
-                errors["benchmark"] = "Only model_swap and redeploy take this."
+        if kind not in SERVING_KINDS:
+            for name in ("benchmark", "benchmark_profile_id"):
+                if attrs.get(name):
+                    errors[name] = "A stop serves nothing to benchmark."
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -186,8 +235,12 @@ class ChangeCreateSerializer(serializers.Serializer):
             "tensor_parallel_size": data.get("tensor_parallel_size"),
             "max_model_len": data.get("max_model_len"),
             "extra_args": data.get("extra_args"),
+            "environment": data.get("environment"),
             "acknowledge_busy": data["acknowledge_busy"],
+            "acknowledge_unknown": data["acknowledge_unknown"],
+            "acknowledge_integrity": data["acknowledge_integrity"],
             "benchmark": data["benchmark"],
+            "benchmark_profile": data.get("benchmark_profile_id"),
         }
 
 
@@ -298,8 +351,14 @@ class ChangeDetailSerializer(ChangeSerializer):
     )
     before_snapshot_id = serializers.IntegerField(read_only=True, allow_null=True)
     after_snapshot_id = serializers.IntegerField(read_only=True, allow_null=True)
+    failure_snapshot_id = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="The host when verification failed, before the previous revision was restored.",
+    )
     steps = JobStepSerializer(many=True, read_only=True)
     approvals = ApprovalSerializer(many=True, read_only=True)
+    evaluations = EvaluationSerializer(many=True, read_only=True)
 
     class Meta(ChangeSerializer.Meta):
         fields = [
@@ -314,8 +373,10 @@ class ChangeDetailSerializer(ChangeSerializer):
             "correlation_id",
             "before_snapshot_id",
             "after_snapshot_id",
+            "failure_snapshot_id",
             "steps",
             "approvals",
+            "evaluations",
         ]
         read_only_fields = fields
 

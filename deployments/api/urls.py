@@ -10,6 +10,24 @@ urlpatterns: list[URLPattern] = [
     # deployments and the model catalog
     path("deployments/", endpoint(views.DeploymentList), name="deployment-list"),
     path("deployments/<int:pk>/", endpoint(views.DeploymentDetail), name="deployment-detail"),
+    path(
+        "deployments/<int:pk>/revisions/",
+        endpoint(views.RevisionList),
+        name="deployment-revision-list",
+    ),
+    path(
+        "deployments/<int:pk>/revisions/<int:number>/evaluations/",
+        endpoint(views.RevisionEvaluationList),
+        name="revision-evaluation-list",
+    ),
+    path(
+        "benchmark-profiles/", endpoint(views.BenchmarkProfileList), name="benchmark-profile-list"
+    ),
+    path(
+        "benchmark-profiles/<int:pk>/",
+        endpoint(views.BenchmarkProfileDetail),
+        name="benchmark-profile-detail",
+    ),
     path("models/", endpoint(views.ModelList), name="model-list"),
     path("models/<int:pk>/", endpoint(views.ModelDetail), name="model-detail"),
     # change requests

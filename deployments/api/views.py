@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -23,9 +24,10 @@ from controlplane.api.pagination import IdPagination, NewestIdPagination
 from controlplane.api.views.base import APIView, row_or_404
 from deployments import services
 from deployments.choices import ChangeStatus
-from deployments.models import ChangeRequest, Deployment, ModelArtifact
+from deployments.models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
 
 from . import selectors
+from .evaluations import BenchmarkProfileSerializer, EvaluationSerializer
 from .serializers import (
     ApproveSerializer,
     BreakGlassSerializer,
@@ -37,6 +39,7 @@ from .serializers import (
     DeploymentSerializer,
     ModelArtifactSerializer,
     RejectSerializer,
+    RevisionWithEvaluationsSerializer,
 )
 
 # --- deployments and the model catalog -----------------------------------------------------
@@ -104,6 +107,67 @@ class ModelDetail(APIView):
     def get(self, request: Request, pk: int) -> Response:
         model = row_or_404(ModelArtifact.objects.all(), pk, "model")
         return Response(self.get_serializer(model).data)
+
+
+# --- revisions, their evaluations, benchmark profiles --------------------------------------
+
+
+class NewestRevisionPagination(IdPagination):
+    ordering = "-number"
+
+
+class RevisionList(APIView):
+    serializer_class = RevisionWithEvaluationsSerializer
+    pagination_class = NewestRevisionPagination
+
+    @extend_schema(
+        operation_id="deployments_revisions_list",
+        summary="A deployment's revisions, newest first, with each coherence suite and "
+        "benchmark run on them",
+        responses=RevisionWithEvaluationsSerializer(many=True),
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        deployment: Any = row_or_404(Deployment.objects.all(), pk, "deployment")
+        return self.page_response(selectors.revisions_with_evaluations(deployment))
+
+
+class RevisionEvaluationList(APIView):
+    serializer_class = EvaluationSerializer
+    pagination_class = NewestIdPagination
+
+    @extend_schema(
+        operation_id="deployments_revisions_evaluations_list",
+        summary="Every coherence suite and benchmark run on one revision, with its results",
+        responses=EvaluationSerializer(many=True),
+    )
+    def get(self, request: Request, pk: int, number: int) -> Response:
+        deployment: Any = row_or_404(Deployment.objects.all(), pk, "deployment")
+        revision = deployment.revisions.filter(number=number).first() if number < 2**31 else None
+        if revision is None:
+            raise NotFound("No such revision.")
+        return self.page_response(selectors.revision_evaluations(revision))
+
+
+class BenchmarkProfileList(APIView):
+    serializer_class = BenchmarkProfileSerializer
+    pagination_class = IdPagination
+
+    @extend_schema(
+        operation_id="benchmark_profiles_list",
+        summary="Serving benchmark profiles (managed in the admin; one is the default)",
+        responses=BenchmarkProfileSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        return self.page_response(BenchmarkProfile.objects.all())
+
+
+class BenchmarkProfileDetail(APIView):
+    serializer_class = BenchmarkProfileSerializer
+
+    @extend_schema(operation_id="benchmark_profiles_retrieve", summary="One benchmark profile")
+    def get(self, request: Request, pk: int) -> Response:
+        profile = row_or_404(BenchmarkProfile.objects.all(), pk, "benchmark profile")
+        return Response(self.get_serializer(profile).data)
 
 
 # --- change requests -----------------------------------------------------------------------
@@ -214,6 +278,7 @@ class ChangeApprove(APIView):
         responses=DECISION_RESPONSES,
     )
     def post(self, request: Request, pk: int) -> Response:
+        services.change_request_approve_allowed(user=request.user)  # before the input is read
         change = _change(pk)
         form = ApproveSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -236,6 +301,7 @@ class ChangeReject(APIView):
         responses={200: ChangeDetailSerializer, **REFUSALS},
     )
     def post(self, request: Request, pk: int) -> Response:
+        services.change_request_reject_allowed(user=request.user)  # before the input is read
         change = _change(pk)
         form = RejectSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -255,6 +321,7 @@ class ChangeBreakGlass(APIView):
         responses=DECISION_RESPONSES,
     )
     def post(self, request: Request, pk: int) -> Response:
+        services.change_request_break_glass_allowed(user=request.user)  # before the input
         change = _change(pk)
         form = BreakGlassSerializer(data=request.data)
         form.is_valid(raise_exception=True)

@@ -10,25 +10,39 @@ from .approvals import (
     approvals_void_on_drift,
     change_params_digest,
     change_request_approve,
+    change_request_approve_allowed,
     change_request_break_glass,
+    change_request_break_glass_allowed,
     change_request_reject,
+    change_request_reject_allowed,
 )
-from .preflight import Preflight, change_preflight, change_target_for, fit_check
+from .health import host_health_update, hosts_health_update
+from .integrity import IntegrityFinding, latest_integrity
+from .preflight import Preflight, change_preflight, change_review, change_target_for, fit_check
 from .refusals import ChangeRefused
-from .requests import change_request_cancel, change_request_create
+from .requests import change_request_cancel, change_request_cancel_allowed, change_request_create
 
 __all__ = [
     "ChangeRefused",
+    "IntegrityFinding",
     "Preflight",
     "approval_valid",
     "approvals_void_on_drift",
     "change_params_digest",
     "change_preflight",
     "change_request_approve",
+    "change_request_approve_allowed",
     "change_request_break_glass",
+    "change_request_break_glass_allowed",
     "change_request_cancel",
+    "change_request_cancel_allowed",
     "change_request_create",
     "change_request_reject",
+    "change_request_reject_allowed",
+    "change_review",
     "change_target_for",
     "fit_check",
+    "host_health_update",
+    "hosts_health_update",
+    "latest_integrity",
 ]

@@ -49,11 +49,28 @@ def change_params_digest(change: ChangeRequest) -> str:
     return canonical_digest(value)
 
 
+# Who may decide at all, asked before a request's input is even read: the pages and the API call
+# these first (a refusal is a 403 whatever was sent), and the decisions below call them again.
+
+
+def change_request_approve_allowed(*, user: Any) -> None:
+    require_role(user, APPROVER, "Approving a change")
+
+
+def change_request_reject_allowed(*, user: Any) -> None:
+    require_role(user, APPROVER, "Rejecting a change")
+
+
+def change_request_break_glass_allowed(*, user: Any) -> None:
+    if not (getattr(user, "is_superuser", False) and getattr(user, "is_active", False)):
+        raise ChangeRefused("break-glass needs an administrator", code="forbidden")
+
+
 def change_request_approve(
     *, change: ChangeRequest, approver: Any, snapshot: StateSnapshot, reason: str
 ) -> ChangeRequest:
     """Approve on the snapshot the approver saw; it must be fresh and materially the same."""
-    require_role(approver, APPROVER, "Approving a change")
+    change_request_approve_allowed(user=approver)
     if change.requested_by_id == approver.pk:
         raise ChangeRefused(
             "the two-person rule: you cannot approve your own request", code="forbidden"
@@ -69,8 +86,7 @@ def change_request_break_glass(
     *, change: ChangeRequest, admin: Any, snapshot: StateSnapshot, reason: str
 ) -> ChangeRequest:
     """The only way past the two-person rule: an admin, a written reason, a red audit event."""
-    if not getattr(admin, "is_superuser", False):
-        raise ChangeRefused("break-glass needs an administrator", code="forbidden")
+    change_request_break_glass_allowed(user=admin)
     reason = require_reason(reason, "break-glass", minimum=10)
     return _grant(
         change=change, user=admin, snapshot=snapshot, reason=reason,
@@ -99,7 +115,9 @@ def _grant(
                 "the request's parameters changed after it was made", code="conflict"
             )
         try:
-            age = host_services.snapshot_require_fresh(snapshot=snapshot, host=change.host)
+            age = host_services.snapshot_require_fresh(
+                snapshot=snapshot, host=change.host, allow_partial=change.rests_on_partial
+            )
         except host_services.SnapshotNotUsable as exc:
             raise stale(exc) from exc
         drift = fingerprint_drift(
@@ -139,7 +157,7 @@ def _grant(
 
 
 def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) -> ChangeRequest:
-    require_role(approver, APPROVER, "Rejecting a change")
+    change_request_reject_allowed(user=approver)
     reason = require_reason(reason, "a rejection")
     with transaction.atomic():
         change = lock_in_status(change, ChangeStatus.PENDING_APPROVAL)

@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 
 from hosts import commands
-from hosts.choices import HostKeyStatus
+from hosts.choices import HostKeyStatus, SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import HostState
 
-from .. import engine_flags, fit, revisions
-from ..choices import ACTIVE_JOB_STATUSES, SERVING_KINDS, ChangeKind
+from .. import engine_flags, fit, revisions, units
+from ..choices import ACTIVE_JOB_STATUSES, REVISION_KINDS, SERVING_KINDS, ChangeKind
 from ..models import ChangeRequest, Deployment, ModelArtifact
-from .refusals import ChangeRefused
+from .integrity import IntegrityFinding, latest_integrity, repair_basis
+from .refusals import ChangeRefused, require_stored_rows_valid
 
 
 @dataclass
@@ -25,6 +27,22 @@ class Preflight:
     active_job: ChangeRequest | None = None
     problems: list[str] = field(default_factory=list)  # refusals
     warnings: list[str] = field(default_factory=list)  # need an explicit acknowledgement
+    # The engine integrity check the decision sees (the newest; for a repair, the one it
+    # rests on), and whether a change that serves something new must acknowledge it.
+    integrity: IntegrityFinding | None = None
+    integrity_unclean: bool = False
+    fit_problem: str | None = None  # the fit's refusal, also in `problems`
+    busy_warning: str | None = None  # requests in flight, also in `warnings`
+
+    @property
+    def other_problems(self) -> list[str]:
+        """The refusals besides the fit (pages show the fit on its own line, once)."""
+        return [p for p in self.problems if p != self.fit_problem]
+
+    @property
+    def other_warnings(self) -> list[str]:
+        """The warnings besides requests in flight (pages show those on their own line)."""
+        return [w for w in self.warnings if w != self.busy_warning]
 
 
 def change_target_for(
@@ -35,8 +53,17 @@ def change_target_for(
     tensor_parallel_size: int | None = None,
     max_model_len: int | None = None,
     extra_args: list[str] | None = None,
+    environment: dict[str, str] | None = None,
+    snapshot: StateSnapshot | None = None,
 ) -> revisions.ChangeTarget:
-    """What the change would serve, or a refusal naming the argument at fault."""
+    """What the change would serve, or a refusal naming the argument at fault. The first time,
+    the unit `snapshot` read on the host is adopted as the current revision."""
+    require_stored_rows_valid(deployment, model)
+    if environment is not None:
+        try:
+            units.validate_environment(environment)
+        except ValidationError as exc:
+            raise ChangeRefused(f"environment: {exc.messages[0]}") from exc
     try:
         return revisions.change_target(
             deployment=deployment,
@@ -45,20 +72,29 @@ def change_target_for(
             tensor_parallel_size=tensor_parallel_size,
             max_model_len=max_model_len,
             extra_args=extra_args,
+            environment=environment,
+            snapshot=snapshot,
         )
     except engine_flags.EngineArgRefused as exc:
         raise ChangeRefused(f"extra arguments: {exc}") from exc
-    except revisions.NoRollbackTarget as exc:
+    except (revisions.NoRollbackTarget, revisions.UnitNotWritable) as exc:
         raise ChangeRefused(str(exc)) from exc
+    except units.UnitNotRewritable as exc:
+        raise ChangeRefused(f"the unit cannot be rewritten: {exc}") from exc
     except commands.UnsafeCommand as exc:  # a stored row that bypassed validation
         raise ChangeRefused(f"the deployment's stored fields cannot be rendered: {exc}") from exc
 
 
 def change_preflight(
-    *, deployment: Deployment, target: revisions.ChangeTarget, snapshot: StateSnapshot
+    *,
+    deployment: Deployment,
+    target: revisions.ChangeTarget,
+    snapshot: StateSnapshot,
+    decided_on: StateSnapshot | None = None,
 ) -> Preflight:
     """What the snapshot says about carrying out `target`: trust, one job per host, fit at the
-    parallelism the target unit will run, and requests in flight."""
+    parallelism the target unit will run, requests in flight, and the engine's integrity (an
+    engine repair's from the snapshot the request was `decided_on`, when that is older)."""
     result = Preflight()
     host = deployment.host
     if host.host_key_status != HostKeyStatus.PINNED:
@@ -72,18 +108,65 @@ def change_preflight(
             "one job per host at a time"
         )
     state = snapshot.state()
-    if target.kind in SERVING_KINDS:
+    if target.writes_unit:
+        result.problems += _drop_ins_overriding(state, deployment.unit)
+    gpus_unknown = snapshot.status == SnapshotStatus.PARTIAL and not state.gpus
+    if target.kind in SERVING_KINDS and gpus_unknown:
+        result.warnings.append(
+            "the GPU facts are unknown (the snapshot could not read them): the fit in GPU "
+            "memory cannot be checked"
+        )
+    elif target.kind in SERVING_KINDS:
         result.fit = fit_check(deployment=deployment, target=target, state=state)
         if not result.fit.fits:
-            result.problems.append(f"{target.model} {result.fit.message}")
+            result.fit_problem = f"{target.model} {result.fit.message}"
+            result.problems.append(result.fit_problem)
     if target.kind != ChangeKind.START:
         result.inflight = state.inflight(deployment.unit)
         if result.inflight:
             result.busy = True
-            result.warnings.append(
+            result.busy_warning = (
                 f"the server has {result.inflight:.0f} requests in flight; acting now drops them"
             )
+            result.warnings.append(result.busy_warning)
+    _integrity(result, deployment, target.kind, decided_on or snapshot)
     return result
+
+
+def _integrity(
+    result: Preflight, deployment: Deployment, kind: str, snapshot: StateSnapshot
+) -> None:
+    """An engine repair needs a recent integrity check to know what to reinstall; a change that
+    serves something new on an engine whose files differ from its package warns, so that what
+    a stale patch does is not blamed on the new revision."""
+    if kind == ChangeKind.ENGINE_REPAIR:
+        basis = repair_basis(deployment, snapshot)
+        if isinstance(basis, str):
+            result.problems.append(basis)
+            result.integrity = latest_integrity(deployment)
+        else:
+            result.integrity = basis
+        return
+    result.integrity = latest_integrity(deployment)
+    if kind in REVISION_KINDS and result.integrity is not None and not result.integrity.clean:
+        result.integrity_unclean = True
+        result.warnings.append(
+            f"the engine integrity check is not clean: {result.integrity.describe()}. A new "
+            "revision on a patched engine may be blamed for what the patch does: repair the "
+            "engine first, or acknowledge this to go ahead"
+        )
+
+
+def _drop_ins_overriding(state: HostState, unit: str) -> list[str]:
+    """A drop-in that sets ExecStart= would override the command line a change writes."""
+    dep = state.deployments.get(unit)
+    drop_ins = dep.unit_files[1:] if dep is not None else []
+    return [
+        f"ExecStart= is set in the drop-in {f.path}, which overrides the unit file a change "
+        "writes: move the command line into the unit, or remove the drop-in, then probe again"
+        for f in drop_ins
+        if units.exec_start_of("[Service]\n" + f.text.split("[Service]", 1)[-1]) is not None
+    ]
 
 
 def fit_check(
@@ -96,3 +179,28 @@ def fit_check(
         unit=deployment.unit,
         kv_reserve_gib=settings.KV_CACHE_RESERVE_GIB,
     )
+
+
+def change_review(*, change: ChangeRequest, snapshot: StateSnapshot) -> Preflight:
+    """The pre-flight of a requested change on the snapshot an approver reviews: the target it
+    was requested with (its stored revisions), re-checked on that snapshot."""
+    current = change.from_revision
+    if current is None:  # a request always records the revision serving when it was made
+        return Preflight(problems=["the change records no revision to check"])
+    revision = change.target_revision
+    shown = revision or current
+    target = revisions.ChangeTarget(
+        change.kind,
+        current,
+        shown.model,
+        shown.unit_text,
+        revision=revision,
+        file_variables=dict(shown.file_variables),
+    )
+    checks = change_preflight(
+        deployment=change.deployment, target=target, snapshot=snapshot, decided_on=change.snapshot
+    )
+    # The change under review is no other job: only a different queued or running one counts.
+    if checks.active_job is not None and checks.active_job.pk == change.pk:
+        checks.problems = [p for p in checks.problems if f"change #{change.pk} " not in p]
+    return checks

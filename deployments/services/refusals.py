@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -13,6 +14,8 @@ from controlplane.refusals import Refused
 from hosts import services as host_services
 
 from ..models import ChangeRequest
+
+logger = logging.getLogger(__name__)
 
 
 class ChangeRefused(Refused):
@@ -35,6 +38,29 @@ def require_reason(reason: str, what: str, *, minimum: int = 1) -> str:
         raise ChangeRefused(exc.messages[0]) from exc
 
 
+def require_stored_rows_valid(deployment: Any, model: Any = None) -> None:
+    """Rows written before a validator tightened, or by hand in the database, are checked again
+    before anything is rendered for a host: a refusal naming each field, never a command built
+    from them (and never a 500)."""
+    problems = []
+    rows = [("deployment", deployment), ("model", deployment.model)]
+    if model is not None and model.pk != deployment.model_id:
+        rows.append(("target model", model))
+    for label, row in rows:
+        try:
+            row.full_clean(validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            for field, messages in sorted(exc.message_dict.items()):
+                problems.append(f"{label} {field}: {' '.join(messages)}")
+    if problems:
+        raise ChangeRefused(
+            "stored fields fail today's checks, so nothing is built from them: "
+            f"{'; '.join(problems)}. An administrator fixes them in the admin.",
+            code="invalid",
+            fields=problems,
+        )
+
+
 def lock_in_status(change: ChangeRequest, expected: str) -> ChangeRequest:
     """The change's row, locked for this transaction, if it is still in `expected`."""
     locked = (
@@ -52,7 +78,19 @@ def lock_in_status(change: ChangeRequest, expected: str) -> ChangeRequest:
 
 
 def enqueue_on_commit(change: ChangeRequest) -> None:
+    from kombu.exceptions import OperationalError
+
     from ..tasks import execute_change
 
     change_id = change.pk
-    transaction.on_commit(lambda: execute_change.delay(change_id))
+
+    def send() -> None:
+        try:
+            execute_change.delay(change_id)
+        except OperationalError:
+            # The broker is down. The change is committed and stays queued: the recovery
+            # sweep sends it again once the broker answers (runner.queued_too_long). Raising
+            # here would answer the request that made the change with an error page.
+            logger.warning("change #%s is queued, but the broker did not take it", change_id)
+
+    transaction.on_commit(send)

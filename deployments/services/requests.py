@@ -11,11 +11,12 @@ from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from hosts import services as host_services
+from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
-from .. import lifecycle, policy, revisions
-from ..choices import ChangeKind, ChangeStatus
-from ..models import ChangeRequest, Deployment, ModelArtifact
+from .. import lifecycle, policy, repair, revisions
+from ..choices import PARTIAL_SNAPSHOT_KINDS, SERVING_KINDS, ChangeKind, ChangeStatus
+from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
 from .approvals import change_params_digest
 from .preflight import Preflight, change_preflight, change_target_for
 from .refusals import ChangeRefused, enqueue_on_commit, require_reason, require_role, stale
@@ -32,19 +33,35 @@ def change_request_create(
     tensor_parallel_size: int | None = None,
     max_model_len: int | None = None,
     extra_args: list[str] | None = None,
+    environment: dict[str, str] | None = None,
     acknowledge_busy: bool = False,
+    acknowledge_unknown: bool = False,
+    acknowledge_integrity: bool = False,
     benchmark: bool = False,
+    benchmark_profile: BenchmarkProfile | None = None,
 ) -> ChangeRequest:
+    # One function, long for its keyword parameters: the one place a change is requested.
     """Record a request on `snapshot`: queued at once, or waiting for a second person when the
-    kind, or what it would change in what serves, needs one (deployments.policy)."""
+    kind, or what it would change in what serves, needs one (deployments.policy).
+
+    A stop or restart may rest on a partial snapshot if `acknowledge_unknown` says the requester
+    read what is unknown; the list is kept on the request and in the audit log. A new revision
+    on an engine whose integrity check is not clean needs `acknowledge_integrity`. The serving
+    benchmark runs with `benchmark_profile` (or the default profile when only `benchmark` is
+    set), before and after the change.
+    """
     require_role(user, OPERATOR, "Requesting a change")
     if kind not in ChangeKind.values:
         raise ChangeRefused(f"unknown change kind {kind!r}")
     reason = require_reason(reason, "a change request")
+    profile = _benchmark_profile(kind, benchmark_profile, benchmark)
     if kind == ChangeKind.MODEL_SWAP and (model is None or model.pk == deployment.model_id):
         raise ChangeRefused("a model swap needs a different model from the catalog")
+    unknown = _unknown_facts_acknowledged(kind, snapshot, acknowledge_unknown)
     try:
-        age = host_services.snapshot_require_fresh(snapshot=snapshot, host=deployment.host)
+        age = host_services.snapshot_require_fresh(
+            snapshot=snapshot, host=deployment.host, allow_partial=unknown is not None
+        )
     except host_services.SnapshotNotUsable as exc:
         raise stale(exc) from exc
     with transaction.atomic():
@@ -56,18 +73,15 @@ def change_request_create(
         target = change_target_for(
             deployment=deployment, kind=kind, model=model,
             tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
-            extra_args=extra_args,
+            extra_args=extra_args, environment=environment, snapshot=snapshot,
         )  # fmt: skip
         checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
-        _refuse_on_preflight(checks, acknowledge_busy)
-        because = policy.approval_reasons(
-            kind=kind,
-            current_unit_text=target.current.unit_text,
-            target_unit_text=target.unit_text if target.writes_unit else None,
-        )
+        _refuse_on_preflight(checks, acknowledge_busy, acknowledge_integrity)
+        because = policy.approval_reasons(target=target)
+        params = _params(deployment, kind, checks, because, profile, unknown)
         change = _store(
             user=user, deployment=deployment, target=target, snapshot=snapshot, reason=reason,
-            because=because, busy=checks.busy, benchmark=benchmark,
+            because=because, busy=checks.busy, params=params,
         )  # fmt: skip
         _record_requested(change, user=user, target=target, checks=checks, age=age)
         if change.status == ChangeStatus.QUEUED:
@@ -75,15 +89,90 @@ def change_request_create(
     return change
 
 
-def _refuse_on_preflight(checks: Preflight, acknowledge_busy: bool) -> None:
+def _unknown_facts_acknowledged(
+    kind: str, snapshot: StateSnapshot, acknowledge_unknown: bool
+) -> list[str] | None:
+    """The unknown facts a stop or restart on a partial snapshot goes ahead with, or None when
+    the snapshot is not partial (or the kind may not rest on one: freshness refuses it)."""
+    if snapshot.status != SnapshotStatus.PARTIAL or kind not in PARTIAL_SNAPSHOT_KINDS:
+        return None
+    facts = host_services.unknown_facts(snapshot) or ["(the snapshot did not say which facts)"]
+    if not acknowledge_unknown:
+        raise ChangeRefused(
+            f"snapshot #{snapshot.pk} is partial; unknown: {'; '.join(facts)}. Acknowledge what "
+            "is unknown explicitly to go ahead with this stop or restart.",
+            code="conflict",
+            needs_unknown_acknowledgement=True,
+            unknown=facts,
+        )
+    return facts
+
+
+def _benchmark_profile(
+    kind: str, profile: BenchmarkProfile | None, benchmark: bool
+) -> BenchmarkProfile | None:
+    if profile is None and benchmark:
+        profile = BenchmarkProfile.objects.filter(is_default=True).first()
+        if profile is None:
+            raise ChangeRefused("no benchmark profile is marked default: pick one")
+    if profile is not None and kind not in SERVING_KINDS:
+        raise ChangeRefused(f"a {ChangeKind(kind).label} serves nothing to benchmark")
+    return profile
+
+
+def _refuse_on_preflight(
+    checks: Preflight, acknowledge_busy: bool, acknowledge_integrity: bool
+) -> None:
+    """Problems refuse; what needs an acknowledgement refuses until it is given, saying which
+    (`needs_acknowledgement`: requests in flight, `needs_integrity_acknowledgement`)."""
     if checks.problems:
         raise ChangeRefused("; ".join(checks.problems), code="conflict")
+    missing: list[str] = []
+    details: dict[str, bool] = {}
     if checks.busy and not acknowledge_busy:
+        missing.append(f"the server has {checks.inflight:.0f} requests in flight")
+        details["needs_acknowledgement"] = True
+    if checks.integrity_unclean and not acknowledge_integrity:
+        assert checks.integrity is not None
+        missing.append(f"the engine integrity check is not clean: {checks.integrity.describe()}")
+        details["needs_integrity_acknowledgement"] = True
+    if missing:
         raise ChangeRefused(
-            "; ".join(checks.warnings) + ". Acknowledge this explicitly to go ahead.",
+            "; ".join(missing) + ". Acknowledge this explicitly to go ahead.",
             code="conflict",
-            needs_acknowledgement=True,
+            **details,
         )
+
+
+def _params(
+    deployment: Deployment,
+    kind: str,
+    checks: Preflight,
+    because: list[str],
+    profile: BenchmarkProfile | None,
+    unknown: list[str] | None,
+) -> dict[str, Any]:
+    """What the change carries beyond its revisions; approvals bind to all of it."""
+    params: dict[str, Any] = {
+        "benchmark": profile.definition() if profile is not None else False,
+        "approval_because": because,
+    }
+    if unknown is not None:
+        params["acknowledged_unknown"] = unknown
+    found = checks.integrity
+    if found is None:
+        return params
+    if checks.integrity_unclean:
+        params["integrity_acknowledged"] = {
+            "snapshot": found.snapshot.pk,
+            "found": found.describe(),
+        }
+    if kind == ChangeKind.ENGINE_REPAIR:  # pre-flight made sure this check may back it
+        params["engine_package"] = {
+            **repair.package_of(found.report, deployment.engine_package_source),
+            "integrity_snapshot": found.snapshot.pk,
+        }
+    return params
 
 
 def _store(
@@ -95,7 +184,7 @@ def _store(
     reason: str,
     because: list[str],
     busy: bool,
-    benchmark: bool,
+    params: dict[str, Any],
 ) -> ChangeRequest:
     """The change row, its new target revision (if it writes one) and the digest approvals
     bind to."""
@@ -111,7 +200,7 @@ def _store(
         requested_by_name=user.get_username(),
         needs_approval=bool(because),
         busy_acknowledged=busy,
-        params={"benchmark": bool(benchmark), "approval_because": because},
+        params=params,
         params_digest="",
         status=lifecycle.initial_status(needs_approval=bool(because)),
         correlation_id=audit_context.current().correlation_id or audit_context.new_correlation_id(),
@@ -164,28 +253,53 @@ def _record_requested(
             "snapshot_age_seconds": round(age, 3),
             "fit": getattr(checks.fit, "message", None),
             "inflight": checks.inflight,
+            "benchmark": (change.params.get("benchmark") or {}).get("name"),
+            "engine_package": change.params.get("engine_package"),
         },
     )
+    _record_acknowledged(change, user=user, checks=checks)
+
+
+def _record_acknowledged(change: ChangeRequest, *, user: Any, checks: Preflight) -> None:
+    """One event for each thing the requester acknowledged to go ahead."""
+    params = change.params
+    acknowledged: list[tuple[AuditAction, dict[str, Any]]] = []
+    if "acknowledged_unknown" in params:
+        acknowledged.append(
+            (AuditAction.CHANGE_UNKNOWN_ACKNOWLEDGED, {"unknown": params["acknowledged_unknown"]})
+        )
+    if "integrity_acknowledged" in params:
+        acknowledged.append(
+            (AuditAction.CHANGE_INTEGRITY_ACKNOWLEDGED, params["integrity_acknowledged"])
+        )
     if checks.busy:
+        data = {"inflight": checks.inflight, "warning": checks.warnings}
+        acknowledged.append((AuditAction.CHANGE_BUSY_ACKNOWLEDGED, data))
+    for action, data in acknowledged:
         audit.record(
-            action=AuditAction.CHANGE_BUSY_ACKNOWLEDGED,
+            action=action,
             actor=user,
             target=change,
             host=change.host,
             snapshot=change.snapshot,
             correlation_id=change.correlation_id,
-            data={"inflight": checks.inflight, "warning": checks.warnings},
+            data=data,
         )
 
 
-def change_request_cancel(*, change: ChangeRequest, user: Any) -> ChangeRequest:
-    """Withdraw a waiting request at once; ask a running job to stop at its next step."""
+def change_request_cancel_allowed(*, change: ChangeRequest, user: Any) -> None:
+    """Who may cancel this change: its requester, or an approver, who must be an operator."""
     is_requester = change.requested_by_id == getattr(user, "pk", None)
     if not (has_role(user, OPERATOR) and (is_requester or has_role(user, APPROVER))):
         raise ChangeRefused(
             "only the requester or an approver who is also an operator can cancel",
             code="forbidden",
         )
+
+
+def change_request_cancel(*, change: ChangeRequest, user: Any) -> ChangeRequest:
+    """Withdraw a waiting request at once; ask a running job to stop at its next step."""
+    change_request_cancel_allowed(change=change, user=user)
     with transaction.atomic():
         locked = ChangeRequest.objects.select_for_update().select_related("host").get(pk=change.pk)
         if locked.status in (ChangeStatus.PENDING_APPROVAL, ChangeStatus.QUEUED):

@@ -44,7 +44,7 @@ def first_line(text: str) -> str:
     return ""
 
 
-_NUMBER_RE = re.compile(r"([-+]?[0-9]+(?:\.[0-9]+)?)(?:\s*(MiB|W|%|C))?")
+_NUMBER_RE = re.compile(r"([-+]?[0-9]+(?:\.[0-9]+)?)(?:\s*(MiB|MHz|W|%|C))?")
 DIGITS_RE = re.compile(r"[0-9]+")
 
 
@@ -60,3 +60,11 @@ def read_number(value: str, unit: str | None) -> float | None:
     if not match or (match.group(2) is not None and match.group(2) != unit):
         raise ParseError(f"not a number{' in ' + unit if unit else ''}: {value!r}")
     return float(match.group(1))
+
+
+def parse_epoch_seconds(text: str) -> int:
+    """`date +%s`: one line of digits (seconds since the epoch on the host's clock)."""
+    value = text.strip()
+    if not DIGITS_RE.fullmatch(value):
+        raise ParseError(f"not a time in seconds: {excerpt(value) or 'no output'}")
+    return int(value)

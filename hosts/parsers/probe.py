@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,21 +11,26 @@ from ..state import (
     DeploymentState,
     HostState,
     IntegrityReport,
-    Problem,
     ServerState,
     UnitState,
 )
+from .collector import Collector
 from .common import (
-    NO_OUTPUT,
     HttpResult,
-    ParseError,
     Section,
-    excerpt,
     first_line,
+    parse_epoch_seconds,
 )
 from .http import parse_http, parse_models_json, parse_vllm_metrics
 from .integrity import parse_integrity
 from .nvidia import parse_compute_apps, parse_gpu_csv
+from .nvidia_details import parse_gpu_details, parse_smi_version, parse_topology
+from .probe_units import (
+    parse_environment_files,
+    parse_journal_section,
+    parse_unit_files,
+    redact_sections,
+)
 from .processes import parse_process_units
 from .sections import split_sections
 from .systemd import parse_sha256sum, parse_systemctl_show
@@ -39,47 +44,8 @@ class ProbeParse:
     sections: dict[str, Section] = field(default_factory=dict)
 
 
-class _Collector:
-    """Problems of one probe parse, and the sections they come from."""
-
-    def __init__(self, sections: dict[str, Section]) -> None:
-        self.sections = sections
-        self.problems: list[Problem] = []
-
-    def add(self, section: str, message: str) -> None:
-        self.problems.append(Problem(section, excerpt(message) or "unreadable output"))
-
-    def take(self, name: str) -> Section | None:
-        """The section if it ran to its end marker; otherwise a Problem and None."""
-        section = self.sections.get(name)
-        if section is None:
-            self.add(name, NO_OUTPUT)
-            return None
-        if section.truncated:
-            self.add(name, "output cut short (no end marker)")
-            return None
-        return section
-
-    def attempt(self, name: str, parse: Callable[[], Any]) -> Any:
-        """Run one parser; what it cannot read becomes a Problem, never an exception."""
-        try:
-            return parse()
-        except ParseError as exc:
-            self.add(name, str(exc))
-        except Exception as exc:  # a parser bug must not lose the rest of the probe
-            self.add(name, f"parser failed: {exc!r}")
-        return None
-
-    def check_exit(self, section: Section, command: str, before: int) -> None:
-        """A non-zero exit is a Problem, unless the output already explained itself."""
-        if section.exit_status and len(self.problems) == before:
-            detail = first_line(section.output)
-            suffix = f": {detail}" if detail else ""
-            self.add(section.name, f"{command} exited with status {section.exit_status}{suffix}")
-
-
 def _parse_smi(
-    out: _Collector, name: str, parse: Callable[..., list[Any]], benign_exit: int
+    out: Collector, name: str, parse: Callable[..., list[Any]], benign_exit: int
 ) -> list[Any]:
     """nvidia-smi exits 6 when it finds no GPU: an empty answer, not a failure."""
     section = out.take(name)
@@ -96,7 +62,36 @@ def _parse_smi(
     return rows or []
 
 
-def _assign_owners(out: _Collector, apps: list[ComputeApp]) -> None:
+def _parse_gpu_software(out: Collector, state: HostState) -> None:
+    """The per-GPU details, the driver and CUDA versions and the topology matrix."""
+    state.gpu_details = _parse_smi(out, "gpu_details", parse_gpu_details, benign_exit=6)
+    version = out.take("nvidia_smi_version")
+    if version is not None:
+        before = len(out.problems)
+        versions = out.attempt(version.name, lambda: parse_smi_version(version.output))
+        if versions is not None:
+            state.driver_version, state.cuda_version = versions
+        if versions != (None, None):  # (None, None): a driver without --version, exit 2
+            out.check_exit(version, "nvidia-smi", before)
+    topology = out.take("gpu_topology")
+    if topology is not None and first_line(topology.output) != "No devices were found":
+        before = len(out.problems)
+        state.topology = out.attempt(topology.name, lambda: parse_topology(topology.output))
+        out.check_exit(topology, "nvidia-smi", before)
+
+
+def _parse_clock(out: Collector) -> int | None:
+    """The host's clock when probed (`date +%s`)."""
+    section = out.take("clock")
+    if section is None:
+        return None
+    before = len(out.problems)
+    seconds: int | None = out.attempt(section.name, lambda: parse_epoch_seconds(section.output))
+    out.check_exit(section, "date", before)
+    return seconds
+
+
+def _assign_owners(out: Collector, apps: list[ComputeApp]) -> None:
     """Name the unit each GPU process runs in, from the `processes` section."""
     section = out.take("processes")
     if section is None:
@@ -109,7 +104,7 @@ def _assign_owners(out: _Collector, apps: list[ComputeApp]) -> None:
             app.unit = owners.get(app.pid)
 
 
-def _parse_unit(out: _Collector, unit: str) -> UnitState:
+def _parse_unit(out: Collector, unit: str) -> UnitState:
     section = out.take(f"unit:{unit}")
     if section is None:
         return UnitState(unit=unit)
@@ -119,7 +114,7 @@ def _parse_unit(out: _Collector, unit: str) -> UnitState:
     return state if isinstance(state, UnitState) else UnitState(unit=unit)
 
 
-def _parse_unit_file(out: _Collector, unit: str) -> str | None:
+def _parse_unit_file(out: Collector, unit: str) -> str | None:
     section = out.take(f"unitfile:{unit}")
     if section is None:
         return None
@@ -127,7 +122,7 @@ def _parse_unit_file(out: _Collector, unit: str) -> str | None:
     return digest
 
 
-def _http(out: _Collector, name: str) -> HttpResult | None:
+def _http(out: Collector, name: str) -> HttpResult | None:
     """The curl result of a section, or None (with a Problem) if curl itself did not answer."""
     section = out.take(name)
     if section is None:
@@ -140,7 +135,7 @@ def _http(out: _Collector, name: str) -> HttpResult | None:
     return result
 
 
-def _usable_body(out: _Collector, name: str, result: HttpResult | None) -> str | None:
+def _usable_body(out: Collector, name: str, result: HttpResult | None) -> str | None:
     """A 200 body worth parsing. Unreachable or non-200 is normal (stopped or loading server)."""
     if result is None or result.status != 200:
         return None
@@ -150,7 +145,7 @@ def _usable_body(out: _Collector, name: str, result: HttpResult | None) -> str |
     return result.body
 
 
-def _parse_server(out: _Collector, unit: str) -> ServerState:
+def _parse_server(out: Collector, unit: str) -> ServerState:
     server = ServerState()
     health = _http(out, f"health:{unit}")
     if health is not None:
@@ -171,7 +166,7 @@ def _parse_server(out: _Collector, unit: str) -> ServerState:
     return server
 
 
-def _parse_integrity_section(out: _Collector, unit: str) -> IntegrityReport | None:
+def _parse_integrity_section(out: Collector, unit: str) -> IntegrityReport | None:
     section = out.take(f"integrity:{unit}")
     if section is None:
         return None
@@ -194,28 +189,45 @@ def _integrity_units(integrity: bool | Collection[str], units: Sequence[str]) ->
 
 
 def parse_probe(
-    stdout: str, units: Sequence[str], *, integrity: bool | Collection[str]
+    stdout: str,
+    units: Sequence[str],
+    *,
+    integrity: bool | Collection[str],
+    environment_files: Mapping[str, Sequence[str]] | None = None,
+    journal_lines: Mapping[str, int] | None = None,
 ) -> ProbeParse:
     """Everything the probe script printed, as a HostState. Never raises on remote output.
 
     Each section that is missing, cut short, unreadable or failed unexpectedly adds a Problem
     and leaves its part empty. A stopped unit or an unreachable server is a state, not a
     problem. `integrity` is True when every unit was checked, or the units that were (the
-    probe skips those without an engine interpreter).
+    probe skips those without an engine interpreter). `environment_files` and `journal_lines`
+    say, per unit, what the spec asked for (commands.ServerSpec). The sections returned are
+    redacted: environment and unit files have their secret values replaced, so what is
+    stored as raw output holds no more than the parsed state does.
     """
     sections = split_sections(stdout)
-    out = _Collector(sections)
+    out = Collector(sections)
     state = HostState()
     state.gpus = _parse_smi(out, "gpus", parse_gpu_csv, benign_exit=6)
     state.compute_apps = _parse_smi(out, "compute_apps", parse_compute_apps, benign_exit=6)
     _assign_owners(out, state.compute_apps)
+    _parse_gpu_software(out, state)
+    state.host_time = _parse_clock(out)
     checked = _integrity_units(integrity, units)
     for unit in units:
+        unit_state = _parse_unit(out, unit)
+        digest = _parse_unit_file(out, unit)
+        files = parse_unit_files(out, unit, unit_state, digest)
+        requested = (environment_files or {}).get(unit, ())
         state.deployments[unit] = DeploymentState(
-            unit=_parse_unit(out, unit),
-            unit_file_sha256=_parse_unit_file(out, unit),
+            unit=unit_state,
+            unit_file_sha256=digest,
+            unit_files=files,
+            environment_files=parse_environment_files(out, unit, unit_state, files, requested),
             server=_parse_server(out, unit),
+            journal=parse_journal_section(out, unit, (journal_lines or {}).get(unit, 0)),
             integrity=_parse_integrity_section(out, unit) if unit in checked else None,
         )
     state.problems = out.problems
-    return ProbeParse(state=state, sections=sections)
+    return ProbeParse(state=state, sections=redact_sections(sections))

@@ -3,7 +3,9 @@
 Each rule is a function here; the pages, the API, the command line and the tasks call them.
 """
 
-from .freshness import SnapshotNotUsable, snapshot_require_fresh
+from .blobs import raw_store
+from .freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
+from .journal import JournalUnavailable, host_journal
 from .permissions import (
     HostRefused,
     require_probe_permission,
@@ -14,6 +16,7 @@ from .probing import (
     QueueUnavailable,
     host_probe,
     hosts_claim_due_for_probe,
+    hosts_claim_due_ids,
     hosts_probe,
     probe_enqueue,
     probe_spec_for,
@@ -23,27 +26,35 @@ from .probing import (
 )
 from .registry import credential_create, host_create, host_key_accept
 from .remote import SUDO_COMMANDS, command_line_for, host_run
+from .samples import gpu_samples_backfill, gpu_samples_record
 
 __all__ = [
     "SUDO_COMMANDS",
     "HostRefused",
+    "JournalUnavailable",
     "QueueUnavailable",
     "SnapshotNotUsable",
     "command_line_for",
     "credential_create",
+    "gpu_samples_backfill",
+    "gpu_samples_record",
     "host_create",
+    "host_journal",
     "host_key_accept",
     "host_probe",
     "host_run",
     "hosts_claim_due_for_probe",
+    "hosts_claim_due_ids",
     "hosts_probe",
     "probe_enqueue",
     "probe_spec_for",
+    "raw_store",
     "require_probe_permission",
     "snapshot_record",
     "snapshot_require_fresh",
     "snapshots_record",
     "ssh_target_for",
+    "unknown_facts",
     "user_may_accept_host_keys",
     "user_may_probe",
 ]

@@ -23,23 +23,47 @@ class SnapshotNotUsable(Exception):
         self.limit = limit
 
 
+def unknown_facts(snapshot: StateSnapshot) -> list[str]:
+    """What a partial snapshot could not read, for a person to acknowledge: one line per
+    distinct error, naming every section it hit (a driver failure fails five nvidia-smi reads
+    with the same message)."""
+    sections: dict[str, list[str]] = {}
+    for problem in snapshot.state().problems:
+        sections.setdefault(problem.message, []).append(problem.section)
+    return [f"{', '.join(names)}: {message}" for message, names in sections.items()]
+
+
 def snapshot_require_fresh(
-    *, snapshot: StateSnapshot, host: Host, now: datetime | None = None
+    *,
+    snapshot: StateSnapshot,
+    host: Host,
+    now: datetime | None = None,
+    allow_partial: bool = False,
 ) -> float:
     """The freshness rule, in the one place the UI, the API and the worker all call.
 
-    A snapshot backs a destructive action only if it is of this host, has status ok, is younger
-    than SNAPSHOT_MAX_AGE_SECONDS, and no later ok snapshot of the host differs materially.
-    Returns the snapshot's age in seconds.
+    A snapshot backs a destructive action only if it is of this host, has status ok (or
+    partial, when the caller allows it: a stop or restart whose requester acknowledged the
+    unknown facts), is younger than SNAPSHOT_MAX_AGE_SECONDS, and no later snapshot of the host
+    that could back it differs materially. Returns the snapshot's age in seconds.
     """
     now = now or timezone.now()
     limit = settings.SNAPSHOT_MAX_AGE_SECONDS
     age = snapshot.age_seconds(now)
+    usable = [SnapshotStatus.OK, SnapshotStatus.PARTIAL] if allow_partial else [SnapshotStatus.OK]
     if snapshot.host_id != host.pk:
         raise SnapshotNotUsable(
             f"snapshot #{snapshot.pk} is of {snapshot.host.name}, not {host.name}", limit=limit
         )
-    if snapshot.status != SnapshotStatus.OK:
+    if snapshot.status == SnapshotStatus.PARTIAL and not allow_partial:
+        raise SnapshotNotUsable(
+            f"snapshot #{snapshot.pk} is partial ({'; '.join(unknown_facts(snapshot))}). A stop "
+            "or restart may go ahead if you acknowledge what is unknown; any other change needs "
+            "a complete snapshot: probe again once the cause is fixed.",
+            age_seconds=age,
+            limit=limit,
+        )
+    if snapshot.status not in usable:
         raise SnapshotNotUsable(
             f"snapshot #{snapshot.pk} has status {snapshot.status}; only an ok snapshot can back "
             "a change",
@@ -53,7 +77,7 @@ def snapshot_require_fresh(
             limit=limit,
         )
     mine = snapshot.material_fingerprint()
-    later = host.snapshots.filter(status=SnapshotStatus.OK, taken_at__gt=snapshot.taken_at)
+    later = host.snapshots.filter(status__in=usable, taken_at__gt=snapshot.taken_at)
     for newer in later.order_by("taken_at").only("id", "parsed", "taken_at"):
         if newer.material_fingerprint() != mine:
             raise SnapshotNotUsable(

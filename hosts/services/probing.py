@@ -3,37 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
+from controlplane.canonical import canonical_digest
 from controlplane.crypto import SecretUnavailable
 from controlplane.refusals import Refused
 
 from .. import commands, signals
-from ..choices import HostKeyStatus, SnapshotStatus
-from ..models import Host, StateSnapshot
+from ..choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
+from ..models import Host, HostHealth, StateSnapshot
 from ..probe import ProbeOutcome, probe_many
 from ..ssh import SSHTarget, ssh_loop
+from .blobs import raw_store
 from .permissions import require_probe_permission
+from .probe_spec import last_seen_states_prefetch, server_specs, spec_with_named_files
+from .samples import gpu_samples_record
 
 # --- probes ------------------------------------------------------------------------------------
 
 
 def probe_spec_for(host: Host, *, integrity: bool) -> commands.ProbeSpec:
-    servers = tuple(
-        commands.ServerSpec(
-            unit=d.unit, port=d.port, engine_python=d.engine_python, engine_dist=d.engine_dist
-        )
-        for d in host.deployments.all()
-    )
-    return commands.ProbeSpec(servers=servers, integrity=integrity)
+    """The probe of `host`: its deployments' servers, with the environment files their units
+    named in the host's last snapshot, and a journal tail for a unit last seen failing
+    (hosts.services.probe_spec). One query for the last snapshot per host."""
+    return commands.ProbeSpec(servers=server_specs(host), integrity=integrity, sudo=host.use_sudo)
 
 
 def ssh_target_for(host: Host) -> SSHTarget | None:
@@ -79,6 +81,8 @@ def hosts_probe(
     now = timezone.now()
     jobs: list[tuple[SSHTarget, commands.ProbeSpec]] = []
     plan: list[tuple[Host, bool, ProbeOutcome | None, int | None]] = []
+    if len(hosts) > 1:
+        last_seen_states_prefetch(hosts)
     for host in hosts:
         check = host.integrity_due(now) if integrity is None else integrity
         blocked = _blocked_outcome(host)
@@ -93,25 +97,45 @@ def hosts_probe(
         assert target is not None
         plan.append((host, check, None, len(jobs)))
         jobs.append((target, probe_spec_for(host, integrity=check)))
-    outcomes: list[ProbeOutcome] = []
-    if jobs:
-        outcomes = ssh_loop.call(
-            probe_many(
-                ssh_loop.pool,
-                jobs,
-                concurrency=settings.PROBE_CONCURRENCY,
-                connect_timeout=settings.SSH_CONNECT_TIMEOUT,
-                command_timeout=settings.SSH_COMMAND_TIMEOUT,
-            ),
-            heartbeat=heartbeat,
-            every=heartbeat_every,
-        )
+    outcomes = _run_probes(jobs, heartbeat, heartbeat_every)
+    # Units that turned out to name environment files this probe did not read: read them now.
+    again = {}
+    for i, ((target, spec), outcome) in enumerate(zip(jobs, outcomes, strict=True)):
+        respec = spec_with_named_files(spec, outcome.parsed) if outcome.parsed else None
+        if respec is not None:
+            again[i] = (target, respec)
+    if again:
+        redone = _run_probes(list(again.values()), heartbeat, heartbeat_every)
+        for i, second in zip(again, redone, strict=True):
+            outcomes[i] = second
     items = []
     for host, check, blocked, index in plan:
-        outcome = blocked if index is None else outcomes[index]
-        assert outcome is not None
-        items.append((host, outcome, check))
+        chosen = blocked if index is None else outcomes[index]
+        assert chosen is not None
+        items.append((host, chosen, check))
     return snapshots_record(items=items, trigger=trigger)
+
+
+def _run_probes(
+    jobs: list[tuple[SSHTarget, commands.ProbeSpec]],
+    heartbeat: Callable[[], None] | None,
+    every: float,
+) -> list[ProbeOutcome]:
+    if not jobs:
+        return []
+
+    async def round_of_probes() -> list[ProbeOutcome]:
+        pool = ssh_loop.pool
+        await pool.close_idle(settings.SSH_IDLE_SECONDS)
+        return await probe_many(
+            pool,
+            jobs,
+            concurrency=settings.PROBE_CONCURRENCY,
+            connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+            command_timeout=settings.SSH_COMMAND_TIMEOUT,
+        )
+
+    return ssh_loop.call(round_of_probes(), heartbeat=heartbeat, every=every)
 
 
 def host_probe(
@@ -131,27 +155,47 @@ def host_probe(
     )[0]
 
 
-def hosts_claim_due_for_probe(now: datetime | None = None) -> list[Host]:
-    """Hosts whose probe interval has passed, claimed so an overlapping sweep skips them.
+def hosts_claim_due_ids(
+    now: datetime | None = None, *, lookahead_seconds: float = 0.0, limit: int | None = None
+) -> list[tuple[int, int]]:
+    """`(id, probe interval)` of the hosts whose interval has passed (or will within
+    `lookahead_seconds`), most overdue first, claimed so that an overlapping sweep skips them.
 
-    The claim is a conditional UPDATE of last_probe_at: if it changes no row, another sweep got
-    there first.
+    One transaction: the due rows are locked FOR UPDATE SKIP LOCKED (a sweep running at the
+    same moment on another worker takes the others) and their last_probe_at set to now, so
+    they are not due again for an interval whether or not their probe happens.
     """
     now = now or timezone.now()
-    candidates = (
-        Host.objects.filter(enabled=True)
-        .select_related("credential")
-        .prefetch_related("deployments")
-    )
-    claimed = []
-    for host in candidates:
-        if not host.probe_due(now):
-            continue
-        if Host.objects.filter(pk=host.pk, last_probe_at=host.last_probe_at).update(
-            last_probe_at=now
-        ):
-            claimed.append(host)
+    enabled = Host.objects.filter(enabled=True)
+    intervals = sorted(set(enabled.values_list("probe_interval_seconds", flat=True)))
+    due = Q(last_probe_at__isnull=True)
+    for interval in intervals:
+        cutoff = now - timedelta(seconds=interval - lookahead_seconds)
+        due |= Q(probe_interval_seconds=interval, last_probe_at__lte=cutoff)
+    with transaction.atomic():
+        rows = (
+            enabled.filter(due)
+            .order_by(F("last_probe_at").asc(nulls_first=True), "pk")
+            .select_for_update(skip_locked=True)
+            .values_list("pk", "probe_interval_seconds")
+        )
+        claimed = list(rows[:limit] if limit else rows)
+        if claimed:
+            Host.objects.filter(pk__in=[pk for pk, _ in claimed]).update(last_probe_at=now)
     return claimed
+
+
+def hosts_claim_due_for_probe(
+    now: datetime | None = None, *, lookahead_seconds: float = 0.0, limit: int | None = None
+) -> list[Host]:
+    """The hosts `hosts_claim_due_ids` claims, loaded for probing."""
+    ids = [
+        pk for pk, _ in hosts_claim_due_ids(now, lookahead_seconds=lookahead_seconds, limit=limit)
+    ]
+    if not ids:
+        return []
+    claimed = Host.objects.filter(pk__in=ids).select_related("credential")
+    return list(claimed.prefetch_related("deployments"))
 
 
 def snapshot_record(
@@ -170,11 +214,37 @@ def snapshots_record(
 
     Each batch is one transaction: snapshots, host bookkeeping, audit events and the drift check
     of waiting approvals commit together or not at all.
+
+    Every probe that someone asked for (probe now, the command line, a change job) writes a
+    `probe.completed` event. A scheduled probe writes one only when the host's status or
+    material fingerprint differs from its previous snapshot, or its verdict changed with it:
+    a fleet probed every minute would otherwise write a million events a day that say
+    "nothing changed". The snapshots those events name are kept by retention forever.
     """
     stored: list[StateSnapshot] = []
     for start in range(0, len(items), RECORD_BATCH):
         stored += _record_batch(items[start : start + RECORD_BATCH], trigger)
     return stored
+
+
+def material_digest(snapshot: StateSnapshot) -> str:
+    """The digest of what a decision rests on; empty when the probe did not reach the host."""
+    if snapshot.status not in (SnapshotStatus.OK, SnapshotStatus.PARTIAL):
+        return ""
+    return canonical_digest(snapshot.material_fingerprint())
+
+
+def _changes(host_row: tuple[str, str] | None, snapshot: StateSnapshot, digest: str) -> list[str]:
+    """What differs from the host's previous snapshot: first, status, material."""
+    if host_row is None or not host_row[0]:
+        return ["first"]
+    last_status, last_digest = host_row
+    changed = []
+    if last_status != snapshot.status:
+        changed.append("status")
+    if last_digest != digest:
+        changed.append("material")
+    return changed
 
 
 @transaction.atomic
@@ -183,6 +253,7 @@ def _record_batch(
 ) -> list[StateSnapshot]:
     now = timezone.now()
     correlation_id = audit_context.current().correlation_id
+    raw_indexes = raw_store([outcome.raw for _, outcome, _ in items])
     snapshots = [
         StateSnapshot(
             host=host,
@@ -190,42 +261,93 @@ def _record_batch(
             status=outcome.status,
             trigger=trigger,
             duration_ms=outcome.duration_ms,
-            raw=outcome.raw,
+            raw_index=raw_index,
             parsed=outcome.parsed,
             digest=outcome.digest,
             error=outcome.error[:4000],
             includes_integrity=integrity and outcome.status in {"ok", "partial"},
             correlation_id=correlation_id,
         )
-        for host, outcome, integrity in items
+        for (host, outcome, integrity), raw_index in zip(items, raw_indexes, strict=True)
     ]
     StateSnapshot.objects.bulk_create(snapshots)
-    Host.objects.filter(pk__in=[h.pk for h, _, _ in items]).update(last_probe_at=now)
+    # the charts' rows commit with their snapshots, so a chart never disagrees with history
+    gpu_samples_record(snapshots=snapshots)
+    host_ids = [h.pk for h, _, _ in items]
+    previous = {
+        pk: (status, digest)
+        for pk, status, digest in Host.objects.filter(pk__in=host_ids).values_list(
+            "pk", "last_status", "material_digest"
+        )
+    }
+    Host.objects.filter(pk__in=host_ids).update(last_probe_at=now)
     checked = [s.host_id for s in snapshots if s.includes_integrity]
     if checked:
         Host.objects.filter(pk__in=checked).update(last_integrity_at=now)
+    changes: dict[int, list[str]] = {}
+    moved: list[Host] = []
     for (host, outcome, _), snapshot in zip(items, snapshots, strict=True):
         host.last_probe_at = now
+        digest = material_digest(snapshot)
+        changes[snapshot.pk] = _changes(previous.get(host.pk), snapshot, digest)
+        if changes[snapshot.pk]:
+            host.last_status, host.material_digest = snapshot.status, digest
+            moved.append(host)
         if outcome.presented_key:
             _record_presented_key(host, outcome, snapshot)
-    audit.record_many(
-        [
+    if moved:
+        Host.objects.bulk_update(moved, ["last_status", "material_digest"])
+    audited = {s.pk for s in snapshots if trigger != ProbeTrigger.SCHEDULE or changes[s.pk]}
+    _audit_probes([(h, s) for (h, _, _), s in zip(items, snapshots, strict=True)], trigger,
+                  audited, changes)  # fmt: skip
+    verdicts_before = _verdicts(host_ids)
+    signals.snapshots_recorded.send(sender=StateSnapshot, snapshots=snapshots)
+    if trigger == ProbeTrigger.SCHEDULE:
+        # A verdict that moved on an otherwise unchanged probe (a benchmark, an expected
+        # revision, time): the snapshot it was decided on is named in the log too.
+        verdicts_after = _verdicts(host_ids)
+        turned = [
+            (h, s)
+            for (h, _, _), s in zip(items, snapshots, strict=True)
+            if s.pk not in audited and verdicts_before.get(h.pk) != verdicts_after.get(h.pk)
+        ]
+        for _, s in turned:
+            changes[s.pk] = ["verdict"]
+        _audit_probes(turned, trigger, {s.pk for _, s in turned}, changes)
+    return snapshots
+
+
+def _verdicts(host_ids: list[int]) -> dict[int, str]:
+    return dict(HostHealth.objects.filter(host_id__in=host_ids).values_list("host_id", "verdict"))
+
+
+def _audit_probes(
+    pairs: list[tuple[Host, StateSnapshot]],
+    trigger: str,
+    audited: set[int],
+    changes: dict[int, list[str]],
+) -> None:
+    entries = []
+    for host, snapshot in pairs:
+        if snapshot.pk not in audited:
+            continue
+        data: dict[str, Any] = {
+            "status": snapshot.status,
+            "trigger": trigger,
+            "duration_ms": snapshot.duration_ms,
+        }
+        if trigger == ProbeTrigger.SCHEDULE:
+            data["changed"] = changes[snapshot.pk]
+        entries.append(
             {
                 "action": AuditAction.PROBE_COMPLETED,
                 "target": snapshot,
                 "host": host,
                 "snapshot": snapshot,
-                "data": {
-                    "status": snapshot.status,
-                    "trigger": trigger,
-                    "duration_ms": snapshot.duration_ms,
-                },
+                "data": data,
             }
-            for (host, _, _), snapshot in zip(items, snapshots, strict=True)
-        ]
-    )
-    signals.snapshots_recorded.send(sender=StateSnapshot, snapshots=snapshots)
-    return snapshots
+        )
+    audit.record_many(entries)
 
 
 def _record_presented_key(host: Host, outcome: ProbeOutcome, snapshot: StateSnapshot) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from .. import commands
+from .. import commands, engine_commands
 from ..choices import HostKeyStatus
 from ..models import Host
 from ..ssh import CommandResult, SSHFailure, ssh_loop
@@ -43,17 +43,24 @@ def host_run(
             connect_timeout=settings.SSH_CONNECT_TIMEOUT,
             command_timeout=timeout or settings.SSH_COMMAND_TIMEOUT,
             stdin=stdin,
+            read_only=False,
         ),
         heartbeat=heartbeat,
         every=heartbeat_every,
     )
 
 
-# Commands that change the host and so run under `sudo -n` when the host asks for it.
+# Commands that change the host and so run under `sudo -n` when the host asks for it; and the
+# engine's own pip reinstalling its package (the engine's Python runs the benchmark client too,
+# which needs no root, so pip is told apart by its arguments, not its program).
 SUDO_COMMANDS = {"systemctl", "tee", "journalctl"}
+
+
+def needs_root(argv: list[str]) -> bool:
+    return argv[0] in SUDO_COMMANDS or engine_commands.is_pip_install(argv)
 
 
 def command_line_for(host: Host, argv: list[str]) -> str:
     """The exact line sent to the host for `argv` (with `sudo -n` where the host needs it)."""
-    full = commands.with_sudo(argv, host.use_sudo) if argv[0] in SUDO_COMMANDS else argv
+    full = commands.with_sudo(argv, host.use_sudo) if needs_root(argv) else argv
     return commands.render(full)

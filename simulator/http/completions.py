@@ -1,132 +1,177 @@
-"""/v1/completions and /v1/chat/completions: answers coherent enough for a smoke test.
+"""/v1/completions and /v1/chat/completions: what vLLM answers, and how long it takes.
 
-A few well-known prompts get their well-known answers, anything else a generic paragraph; under
-the `incoherent` fault (or `--load-format dummy`) the model babbles syllables instead.
+`plan` reads a request the way vLLM validates it and decides the whole answer up front (the
+tokens, why it stops, the usage); `simulator.serving` then paces those tokens. The host's
+`curl` gets the answer once all of it is generated (`respond`); the streaming server
+(`simulator.http.loopback`) sends it chunk by chunk with `sse`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import engine_files, serving
+from . import sse, text
 from .responses import Response, error, json_response
 
 if TYPE_CHECKING:
     from ..state import Machine, Run
     from ..vllm_cli import EngineArgs
 
-_ANSWERS: tuple[tuple[str, str], ...] = (
-    (
-        "capital of france",
-        " Paris. It is the largest city in France and has been the country's political, "
-        "economic and cultural centre for centuries, home to the Louvre and the Eiffel Tower.",
-    ),
-    (
-        "capital of germany",
-        " Berlin, a city of about 3.7 million people on the river Spree, which became the "
-        "capital of reunified Germany in 1990.",
-    ),
-    (
-        "capital of japan",
-        " Tokyo, the seat of the Emperor and the national government and one of the most "
-        "populous metropolitan areas in the world.",
-    ),
-    (
-        "capital of italy",
-        " Rome, which was the centre of the Roman Empire and is home to Vatican City.",
-    ),
-    ("2 + 2", " 4. Adding two and two gives four, one of the first sums children learn."),
-    ("2+2", " 4."),
-    (
-        "the sky is",
-        " blue on a clear day because air molecules scatter the shorter blue wavelengths of "
-        "sunlight more strongly than the red ones.",
-    ),
-    ("hello", " Hello! How can I help you today?"),
-)
-_GENERIC = (
-    " a question that comes up often, and the short answer is that it depends on the context. "
-    "In most cases the best approach is to start from the basics, check the assumptions, and "
-    "then look at the details one step at a time."
-)
-_SYLLABLES = ("blor", "quint", "zeph", "mork", "trab", "fenu", "glox", "vrim", "snet", "wex", "olt")
+
+@dataclass
+class Plan:
+    """One accepted request and the answer it will get."""
+
+    chat: bool
+    model: str
+    pieces: list[str]
+    reason: str  # finish reason: "stop" or "length"
+    prompt_tokens: int  # as usage reports them
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    ident: str
+    created: int
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.pieces)
+
+    def usage(self, generated: int | None = None) -> dict[str, Any]:
+        done = self.completion_tokens if generated is None else generated
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "total_tokens": self.prompt_tokens + done,
+            "completion_tokens": done,
+            "prompt_tokens_details": None,
+        }
 
 
-def _tokens(text: str) -> list[str]:
-    return re.findall(r"\s*[\w']+|\s*[^\w\s]", text)
+@dataclass(frozen=True)
+class _Request:
+    prompt: str
+    max_tokens: int
+    model: object
+    stream: bool
+    options: dict[str, Any]
+    ignore_eos: bool
 
 
-def _continuation(prompt: str, incoherent: bool) -> str:
-    if incoherent:
-        seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
-        words = []
-        for k in range(40):
-            a = _SYLLABLES[(seed >> (k % 50)) % len(_SYLLABLES)]
-            b = _SYLLABLES[(seed // (k + 3)) % len(_SYLLABLES)]
-            words.append(a + ("-" if k % 4 == 1 else "") + b)
-            seed = (seed * 6364136223846793005 + 1442695040888963407) % 2**64
-        return " " + " ".join(words)
-    norm = " ".join(prompt.lower().split())
-    for key, answer in _ANSWERS:
-        if key in norm:
-            return answer
-    return _GENERIC
-
-
-def completion(machine: Machine, run: Run, body: str | None, *, chat: bool) -> Response:
+def plan(machine: Machine, run: Run, body: str | None, *, chat: bool) -> Plan | Response:
+    """The answer to this request, or the 4xx vLLM answers instead."""
     engine = run.engine
     assert engine is not None
     request = _read_request(engine, body, chat=chat)
     if isinstance(request, Response):
         return request
-    prompt, max_tokens, model = request
     # `--load-format dummy` serves random weights: as coherent as the incoherent fault.
-    incoherent = machine.fault_applies("incoherent", engine.model_path)
-    pieces = _tokens(_continuation(prompt, incoherent or engine.load_format == "dummy"))
-    text = "".join(pieces[:max_tokens])
-    reason = "length" if len(pieces) > max_tokens else "stop"
-    if chat:
-        text = text.lstrip()
-    prompt_tokens = len(_tokens(prompt)) + 1
-    completion_tokens = min(len(pieces), max_tokens)
-    run.prompt_tokens += prompt_tokens
-    run.generation_tokens += completion_tokens
+    incoherent = (
+        machine.fault_applies("incoherent", engine.model_path)
+        or engine.load_format == "dummy"
+        or (
+            text.count_tokens(request.prompt) == text.CORRUPTED_PROMPT_TOKENS
+            and engine_files.corrupts_five_token_prompts(machine, run)
+        )
+    )
+    pieces, reason = text.continuation(
+        request.prompt, request.max_tokens, incoherent=incoherent, ignore_eos=request.ignore_eos
+    )
+    if chat and pieces:
+        pieces[0] = pieces[0].lstrip()
+    model = request.model
+    return Plan(
+        chat=chat,
+        model=model if isinstance(model, str) else engine.served_name,
+        pieces=pieces,
+        reason=reason,
+        prompt_tokens=text.prompt_usage_tokens(request.prompt),
+        stream=request.stream,
+        include_usage=bool(request.options.get("include_usage")),
+        continuous_usage=bool(request.options.get("continuous_usage_stats")),
+        ident=("chatcmpl-" if chat else "cmpl-") + uuid.UUID(int=machine.rng.getrandbits(128)).hex,
+        created=int(time.time()),
+    )
+
+
+@dataclass
+class Pending:
+    """An accepted completion: its response exists once the engine has generated it."""
+
+    machine: Machine
+    unit_name: str
+    run: Run
+    answer: Plan
+
+    async def complete(self) -> Response | None:
+        """The response once every token is generated (None: the server went away first)."""
+        answer = self.answer
+        try:
+            ok = await serving.generate(
+                self.machine, self.unit_name, self.run, answer.prompt_tokens, len(answer.pieces)
+            )
+        except BaseException:
+            account(self.run, answer, 0, aborted=True)  # the client gave up (curl -m)
+            raise
+        account(self.run, answer, len(answer.pieces) if ok else 0, aborted=not ok)
+        return respond(answer) if ok else None
+
+
+def account(run: Run, answer: Plan, generated: int, *, aborted: bool = False) -> None:
+    """The engine's counters (/metrics) once a request ended."""
+    run.prompt_tokens += answer.prompt_tokens
+    run.generation_tokens += generated
+    reason = "abort" if aborted else answer.reason
     run.finished[reason] = run.finished.get(reason, 0) + 1
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
-    }
-    ident = uuid.UUID(int=machine.rng.getrandbits(128)).hex
-    if chat:
-        choice, obj, prefix = _chat_choice(text, reason), "chat.completion", "chatcmpl-"
+
+
+def respond(answer: Plan) -> Response:
+    """The whole answer at once: JSON, or every server-sent event of a stream."""
+    if answer.stream:
+        return Response(200, sse.whole_stream(answer), "text/event-stream; charset=utf-8")
+    body = "".join(answer.pieces)
+    if answer.chat:
+        choice, obj = _chat_choice(body, answer.reason), "chat.completion"
     else:
-        choice, obj, prefix = _text_choice(text, reason), "text_completion", "cmpl-"
+        choice, obj = _text_choice(body, answer.reason), "text_completion"
     return json_response(
         200,
         {
-            "id": prefix + ident,
+            "id": answer.ident,
             "object": obj,
-            "created": int(time.time()),
-            "model": model if isinstance(model, str) else engine.served_name,
+            "created": answer.created,
+            "model": answer.model,
             "choices": [choice],
             "service_tier": None,
             "system_fingerprint": None,
-            "usage": usage,
+            "usage": answer.usage(),
             "kv_transfer_params": None,
         },
     )
 
 
-def _read_request(
-    engine: EngineArgs, body: str | None, *, chat: bool
-) -> tuple[str, int, object] | Response:
-    """The prompt, max_tokens and the model asked for; or the 4xx vLLM answers."""
+def _prompt(payload: dict[str, Any], chat: bool) -> str | Response:
+    if chat:
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return error(400, "Field required: messages", "BadRequestError")
+        return " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+    raw = payload.get("prompt")
+    if isinstance(raw, list) and raw and all(isinstance(p, str) for p in raw):
+        raw = raw[0]
+    if not isinstance(raw, str) or not raw:
+        return error(
+            400, "Either prompt or prompt_embeds must be provided and non-empty.", "BadRequestError"
+        )
+    return raw
+
+
+def _read_request(engine: EngineArgs, body: str | None, *, chat: bool) -> _Request | Response:
+    """What was asked for; or the 4xx vLLM answers."""
     try:
         payload = json.loads(body or "")
     except ValueError:
@@ -136,36 +181,36 @@ def _read_request(
     model = payload.get("model")
     if model is not None and model not in (engine.served_names or (engine.served_name,)):
         return error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
-    if chat:
-        messages = payload.get("messages")
-        if not isinstance(messages, list) or not messages:
-            return error(400, "Field required: messages", "BadRequestError")
-        prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-    else:
-        raw = payload.get("prompt")
-        if isinstance(raw, list) and raw and all(isinstance(p, str) for p in raw):
-            raw = raw[0]
-        if not isinstance(raw, str) or not raw:
-            return error(
-                400,
-                "Either prompt or prompt_embeds must be provided and non-empty.",
-                "BadRequestError",
-            )
-        prompt = raw
+    prompt = _prompt(payload, chat)
+    if isinstance(prompt, Response):
+        return prompt
     max_tokens = payload.get("max_tokens", payload.get("max_completion_tokens"))
     if max_tokens is None:
         max_tokens = 16 if not chat else 256
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return error(400, f"max_tokens must be at least 1, got {max_tokens}.", "BadRequestError")
-    return prompt, max_tokens, model
+    stream = payload.get("stream") is True
+    options = payload.get("stream_options")
+    if options is not None and not stream:
+        return error(
+            400, "Stream options can only be defined when `stream=True`.", "BadRequestError"
+        )
+    return _Request(
+        prompt=prompt,
+        max_tokens=max_tokens,
+        model=model,
+        stream=stream,
+        options=options if isinstance(options, dict) else {},
+        ignore_eos=payload.get("ignore_eos") is True,
+    )
 
 
-def _chat_choice(text: str, reason: str) -> dict[str, Any]:
+def _chat_choice(content: str, reason: str) -> dict[str, Any]:
     return {
         "index": 0,
         "message": {
             "role": "assistant",
-            "content": text,
+            "content": content,
             "refusal": None,
             "annotations": None,
             "audio": None,
@@ -179,10 +224,10 @@ def _chat_choice(text: str, reason: str) -> dict[str, Any]:
     }
 
 
-def _text_choice(text: str, reason: str) -> dict[str, Any]:
+def _text_choice(content: str, reason: str) -> dict[str, Any]:
     return {
         "index": 0,
-        "text": text,
+        "text": content,
         "logprobs": None,
         "finish_reason": reason,
         "stop_reason": None,

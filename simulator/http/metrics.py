@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import serving
+
 if TYPE_CHECKING:
     from ..state import Machine, Run
     from ..vllm_cli import EngineArgs
@@ -42,7 +44,7 @@ def metrics(machine: Machine, run: Run) -> str:
     assert engine is not None
     out = _Exposition(f'engine="0",model_name="{engine.served_name}"')
     out.lines += _process_lines(run.started_wall)
-    _scheduler_families(out, machine)
+    _scheduler_families(out, machine, run)
     _token_families(out, run)
     out.lines.append(_cache_config_info(engine, run))
     return "\n".join(out.lines) + "\n"
@@ -65,9 +67,11 @@ def _process_lines(start: float) -> list[str]:
     ]
 
 
-def _scheduler_families(out: _Exposition, machine: Machine) -> None:
+def _scheduler_families(out: _Exposition, machine: Machine, run: Run) -> None:
     """The gauges of what the engine is doing now: requests in flight, KV cache in use."""
-    running, waiting = machine.inflight_running, machine.inflight_waiting
+    # What a test set by hand, plus the requests the run's engine really holds.
+    running = machine.inflight_running + serving.running_requests(machine, run)
+    waiting = machine.inflight_waiting
     out.family(
         "vllm:num_requests_running",
         "gauge",

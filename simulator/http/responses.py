@@ -13,6 +13,8 @@ _STATUS_TEXT = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .. import catalog
-from .completions import completion
+from .completions import Pending, plan
 from .metrics import metrics
 from .responses import Response, json_response
 
@@ -22,8 +22,11 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}  # noqa: S10
 
 def request(
     machine: Machine, method: str, url: str, headers: dict[str, str], body: str | None
-) -> tuple[Response | None, str, int]:
-    """One HTTP exchange: (response, "", 0) or (None, curl's error text, curl's exit code)."""
+) -> tuple[Response | Pending | None, str, int]:
+    """One HTTP exchange: (response, "", 0) or (None, curl's error text, curl's exit code).
+
+    A completion comes back Pending: its response exists once the engine has generated it.
+    """
     try:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -74,7 +77,7 @@ def handle(
     path: str,
     body: str | None,
     headers: dict[str, str] | None = None,
-) -> Response:
+) -> Response | Pending:
     engine = run.engine
     assert engine is not None
     if not _authorized(run, path, headers or {}):
@@ -99,7 +102,10 @@ def handle(
         return json_response(200, _models(machine, run))
     if path == "/metrics":
         return Response(200, metrics(machine, run), "text/plain; version=0.0.4; charset=utf-8")
-    return completion(machine, run, body, chat=path.endswith("chat/completions"))
+    answer = plan(machine, run, body, chat=path.endswith("chat/completions"))
+    if isinstance(answer, Response):
+        return answer
+    return Pending(machine, unit.name, run, answer)
 
 
 def _models(machine: Machine, run: Run) -> dict[str, Any]:

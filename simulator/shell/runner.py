@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import tools
+from . import sudoers
 from .session import ERR, NULL, OUT, Session, Sink
 from .syntax import Command, ShellSyntaxError, Unsupported, parse_lines, parse_list
 from .tokenizer import tokenize
@@ -98,11 +100,13 @@ async def _execute(session: Session, command: Command, status: int) -> int | _Ex
     if problem:
         session.sink.write(ERR, f"bash: line {command.line}: {problem}\n")
         return 1
+    assignments = {}
     while argv and _ASSIGNMENT.fullmatch(argv[0]):
-        argv.pop(0)  # FOO=bar before a command: the simulated tools read no environment
+        name, _, value = argv.pop(0).partition("=")  # FOO=bar before a command
+        assignments[name] = value
     if not argv:
         return 0
-    return await _run_program(session, argv, command.line, status, output)
+    return await _run_program(session, argv, command.line, status, output, assignments)
 
 
 def _redirect(session: Session, command: Command, env: dict[str, str], output: _Output) -> str:
@@ -147,12 +151,23 @@ def _redirect(session: Session, command: Command, env: dict[str, str], output: _
 
 
 async def _run_program(
-    session: Session, argv: list[str], line: int, status: int, output: _Output
+    session: Session,
+    argv: list[str],
+    line: int,
+    status: int,
+    output: _Output,
+    assignments: dict[str, str],
 ) -> int | _Exit:
     """sudo, the builtins exit and sleep, or a tool, with the command's redirections."""
     as_root = False
     if argv[0] == "sudo":
+        options = argv
         argv, problem = _strip_sudo(argv)
+        if not problem:
+            quiet = {"-n", "--non-interactive"} & set(options[1 : len(options) - len(argv)])
+            problem = sudoers.refusal(
+                session.machine, session.username, argv, non_interactive=bool(quiet)
+            )
         if problem:
             output.emit(2, problem)
             return 1
@@ -176,8 +191,11 @@ async def _run_program(
     stdin = ""
     if tools.needs_stdin(name, argv):
         stdin = output.stdin if output.stdin is not None else await session.stdin()
-    ctx = tools.Context(session=session, as_root=as_root or session.is_root, line=line)
-    result = tool(ctx, argv, stdin)
+    ctx = tools.Context(
+        session=session, as_root=as_root or session.is_root, line=line, env=assignments
+    )
+    answered = tool(ctx, argv, stdin)
+    result = await answered if inspect.isawaitable(answered) else answered
     for fd, text in result.chunks:
         output.emit(fd, text)
     output.write_files(session.machine)

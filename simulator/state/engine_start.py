@@ -19,7 +19,7 @@ from .gpus import (
     foreign_usage,
     runs_usage,
 )
-from .units import Run, Unit, UnitDefinition
+from .units import Run, Unit, UnitDefinition, visible_gpus
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -59,7 +59,7 @@ def plan_engine(
 ) -> None:
     """Decide at spawn time how this start ends, as vLLM would find out while loading."""
     if engine.reads_files:  # a --config file or chat template: read now, not at load
-        engine = parse_vllm_argv(definition.exec_start, machine.read_file) or engine
+        engine = parse_vllm_argv(run.argv, machine.read_file) or engine
         run.engine = engine
     machine.log_vllm(unit, run, at, journal.startup_lines(machine, run, engine))
     kind = _engine_failure(machine, unit, run, engine, definition)
@@ -92,7 +92,7 @@ def _engine_failure(
             return "port"
     if not 0 < engine.gpu_memory_utilization <= 1:
         return "config"
-    run.visible = tuple(g for g in definition.visible_gpus if 0 <= g < GPU_COUNT)
+    run.visible = tuple(g for g in visible_gpus(run.environment) if 0 <= g < GPU_COUNT)
     tp, pp, dp = (
         engine.tensor_parallel_size,
         engine.pipeline_parallel_size,
@@ -100,11 +100,12 @@ def _engine_failure(
     )
     if min(tp, pp, dp) < 1 or tp * pp > len(run.visible):
         return "world_size"
-    model_path = engine.model_path.rstrip("/")
-    if model_path not in machine.disk:
+    model_path = machine.model_dir(engine.model_path)
+    if model_path is None or model_path not in machine.disk:
         return "missing_model"
-    tokenizer = (engine.tokenizer or "").rstrip("/")
-    if tokenizer and tokenizer != model_path and tokenizer not in machine.disk:
+    tokenizer = engine.tokenizer or ""
+    tokenizer_dir = machine.model_dir(tokenizer) if tokenizer else model_path
+    if tokenizer_dir != model_path and (tokenizer_dir is None or tokenizer_dir not in machine.disk):
         return "missing_tokenizer"
     model = catalog.MODELS_BY_PATH.get(model_path)
     if engine.quantization and model and engine.quantization != model.quantization:
@@ -120,7 +121,7 @@ def _memory_failure(machine: Machine, run: Run, engine: EngineArgs) -> str | Non
     Every data-parallel replica holds a full copy of the weights, split over its
     tensor-parallel x pipeline-parallel GPUs.
     """
-    weights_gib = machine.disk[engine.model_path.rstrip("/")]
+    weights_gib = machine.disk[machine.model_dir(engine.model_path) or ""]
     run.gpus = run.visible[: engine.gpus_needed]
     run.budget_mib = int(engine.gpu_memory_utilization * GPU_MEMORY_MIB)
     run.weights_mib = weights_gib * 1024 / engine.world_size

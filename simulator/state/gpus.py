@@ -19,6 +19,12 @@ GPU_COUNT = 8
 GPU_MEMORY_MIB = 97887
 GPU_POWER_LIMIT_W = 600.0
 DRIVER_VERSION = "580.95.05"
+NVML_VERSION = "580.95"
+CUDA_VERSION = "13.0"
+CLOCK_MAX_SM_MHZ = 3090
+CLOCK_MAX_MEM_MHZ = 14001  # GDDR7 at 28 Gbps, as nvidia-smi counts it
+PCIE_MAX_GEN = 5
+PCIE_WIDTH = 16
 CUDA_CONTEXT_MIB = 620  # what a process holds on a GPU before it allocates anything
 ACTIVATION_MIB = 1800  # vLLM's profiling peak on top of the weights
 
@@ -76,6 +82,10 @@ class GpuReading:
     utilization_pct: int
     temperature_c: int
     pstate: str
+    clock_sm_mhz: int = 0
+    clock_mem_mhz: int = 0
+    pcie_gen: int = 1  # the link trains down to Gen1 when the GPU idles
+    clock_event_reasons: int = 0  # NVML's bitmask: 0x1 idle, 0x4 SW power cap, ...
 
 
 @dataclass(frozen=True)
@@ -191,12 +201,15 @@ def _reading(gpu: GpuSpec, used_by_apps: int, load: float, wall: float) -> GpuRe
         power = 330.0 + 240.0 * load + 9.0 * wobble
         util = int(min(100, max(1, 62 + 38 * load + 3 * wobble)))
         temp = gpu.base_temp_c + 18 + int(14 * load + wobble)
-        pstate = "P0"
+        pstate, sm, mem, gen = "P0", int(2407 + 40 * wobble), CLOCK_MAX_MEM_MHZ, PCIE_MAX_GEN
+        reasons = 0x4 if power >= 0.95 * GPU_POWER_LIMIT_W else 0x0  # at the cap: SW power cap
     else:
         power = gpu.idle_power_w + (6.0 if held else 0.0) + 1.2 * wobble
         util = 0
         temp = min(45, max(30, gpu.base_temp_c + (2 if held else 0) + round(wobble / 1.5)))
         pstate = "P1" if held else "P8"
+        sm, mem, gen = (1200, CLOCK_MAX_MEM_MHZ, PCIE_MAX_GEN) if held else (180, 405, 1)
+        reasons = 0x1  # GPU idle
     return GpuReading(
         index=gpu.index,
         uuid=gpu.uuid,
@@ -208,4 +221,8 @@ def _reading(gpu: GpuSpec, used_by_apps: int, load: float, wall: float) -> GpuRe
         utilization_pct=util,
         temperature_c=temp,
         pstate=pstate,
+        clock_sm_mhz=sm,
+        clock_mem_mhz=mem,
+        pcie_gen=gen,
+        clock_event_reasons=reasons,
     )

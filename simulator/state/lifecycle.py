@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import catalog, journal
-from ..vllm_cli import core_pid
+from ..vllm_cli import core_pid, parse_vllm_argv
 from .engine_start import BOOT_LOAD_SECONDS, doom, plan_engine
+from .environment import MissingEnvironmentFile, expand_argv, needs_expansion, unit_environment
 from .gpus import stable_fraction
 from .units import Run, Unit, run_binary
 
@@ -77,6 +78,7 @@ def stop(machine: Machine, unit: Unit) -> None:
     unit.run = None
     unit.active_state, unit.sub_state, unit.result = "inactive", "dead", "success"
     unit.active_exit_wall = machine.wall_of(now)
+    unit.exec_main_code, unit.exec_main_status = 1, 0  # vLLM exits 0 on SIGTERM
     machine.log_systemd(unit, f"{unit.name}: Deactivated successfully.", now)
     machine.log_systemd(unit, f"Stopped {desc}.", now)
 
@@ -105,18 +107,30 @@ def spawn(machine: Machine, unit: Unit, at: float, *, booted: bool = False) -> N
     unit.recent_starts = [t for t in unit.recent_starts if at - t < START_LIMIT_INTERVAL]
     unit.recent_starts.append(at)
     unit.last_exit = None
+    try:  # EnvironmentFile= is read now, by systemd, before it forks
+        environment = unit_environment(
+            definition.environment, definition.environment_files, machine.read_file
+        )
+    except MissingEnvironmentFile:
+        _spawn_failed(machine, unit, at)
+        return
+    argv = definition.exec_start
+    engine = definition.engine
+    if needs_expansion(argv):
+        argv = expand_argv(argv, environment)
+        engine = parse_vllm_argv(argv)
     pid = _alloc_pid(machine)
     wall = machine.wall_of(at)
-    run = Run(pid=pid, started_mono=at, started_wall=wall, engine=definition.engine)
+    run = Run(pid, at, wall, engine, argv=argv, environment=environment)
     unit.run = run
     unit.active_state, unit.sub_state, unit.result = "active", "running", "success"
     unit.active_enter_wall = wall
+    unit.exec_main_pid, unit.exec_main_start_wall = pid, wall
+    unit.exec_main_code = unit.exec_main_status = 0
     machine.log_systemd(unit, f"Started {describe(unit)}.", at)
-    binary = definition.exec_start[0] if definition.exec_start else ""
-    if binary not in EXECUTABLES:
+    if (argv[0] if argv else "") not in EXECUTABLES:
         doom(machine, run, "exec", at)
         return
-    engine = run.engine
     if engine is None:
         run.ready_at = at  # some other program: it just runs
         run.ready_logged = True
@@ -127,6 +141,22 @@ def spawn(machine: Machine, unit: Unit, at: float, *, booted: bool = False) -> N
         machine.next_pid = max(machine.next_pid, last, run.pid + run.engine.gpus_needed)
 
 
+def _spawn_failed(machine: Machine, unit: Unit, at: float) -> None:
+    """A mandatory environment file is missing: no process, the unit fails with 'resources'
+    (and Restart=on-failure tries again, until the start limit)."""
+    for message in (
+        f"{unit.name}: Failed to load environment files: No such file or directory",
+        f"{unit.name}: Failed to spawn 'start' task: No such file or directory",
+        f"{unit.name}: Failed with result 'resources'.",
+    ):
+        machine.log_systemd(unit, message, at)
+    machine.log_systemd(unit, f"Failed to start {describe(unit)}.", at)
+    unit.active_state, unit.sub_state, unit.result = "failed", "failed", "resources"
+    unit.active_exit_wall = machine.wall_of(at)
+    if unit.definition is not None and unit.definition.restart in ("always", "on-failure"):
+        _schedule_restart(machine, unit, at)
+
+
 def _exit_failed(machine: Machine, unit: Unit, run: Run, at: float) -> None:
     """The main process ended on its own: a failure, or `--help` exiting 0."""
     kind = run.failure or "crash"
@@ -135,6 +165,7 @@ def _exit_failed(machine: Machine, unit: Unit, run: Run, at: float) -> None:
     unit.active_exit_wall = machine.wall_of(at)
     status = EXIT_STATUS.get(kind, 1)
     unit.last_exit = (kind, status, run.engine)
+    unit.exec_main_code, unit.exec_main_status = 1, status
     if kind == "exec":
         binary = run_binary(unit)
         machine.log_systemd(
@@ -178,10 +209,20 @@ def _schedule_restart(machine: Machine, unit: Unit, at: float) -> None:
     unit.restart_at = at + delay
 
 
-def boot(machine: Machine) -> None:
-    """The state a fleet comes up in: the default unit has been serving for a while."""
+def boot(machine: Machine, style: str = "controlplane") -> None:
+    """The state a fleet comes up in: the default unit has been serving for a while.
+
+    `style` is the unit's shape: "controlplane" (what the control plane writes) or "envfile"
+    (written by hand: the model from an EnvironmentFile= through ${VAR}, see catalog).
+    """
     path = machine.unit_path(catalog.DEFAULT_UNIT)
-    machine.unit_files[path] = catalog.unit_file_text()
+    if style == "envfile":
+        machine.unit_files[catalog.ENV_FILE] = catalog.envfile_text()
+        machine.unit_files[path] = catalog.envfile_unit_text()
+    elif style == "controlplane":
+        machine.unit_files[path] = catalog.unit_file_text()
+    else:
+        raise ValueError(f"unknown unit style {style!r}; known: {', '.join(catalog.UNIT_STYLES)}")
     unit = machine.lookup_unit(catalog.DEFAULT_UNIT)
     assert unit is not None
     uptime = 3600 * (2 + 460 * stable_fraction(machine.name, "uptime")) + BOOT_LOAD_SECONDS

@@ -14,12 +14,13 @@ from typing import Any
 
 from .. import catalog, processes
 from ..processes import Login, Process
+from ..simclock import scaled
 from ..vllm_cli import EngineArgs
 from . import gpus, lifecycle, process_table
 from .gpus import AppReading, ForeignProcess, GpuReading, stable_fraction
 from .snapshot import snapshot
 from .unit_file import parse_unit_file
-from .units import JournalEntry, Run, Unit
+from .units import JournalEntry, Run, Unit, UnitDefinition
 
 DEFAULT_LOAD_SECONDS = 3.0
 DEFAULT_SLOW_SECONDS = 5.0
@@ -34,6 +35,8 @@ FAULTS = (
     "patched_file",
     "gpu_driver_error",
     "foreign_gpu_process",
+    "five_token_corruption",
+    "pip_index_unreachable",
 )
 PATCHED_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
 
@@ -50,9 +53,13 @@ class Machine:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         boot_unit: bool = True,
+        unit_style: str = "controlplane",
+        time_scale: float = 1.0,
     ) -> None:
         self.name = name
-        self.clock = clock
+        # Real seconds per simulated second (0.01: a hundred times faster; see simclock).
+        self.time_scale = time_scale
+        self.clock = scaled(clock, time_scale)
         self.wall = wall
         self.load_seconds = load_seconds
         self.slow_seconds = slow_seconds
@@ -62,6 +69,7 @@ class Machine:
         self.inflight_running = 0
         self.inflight_waiting = 0
         self.disk: dict[str, float] = dict(catalog.DEFAULT_DISK)
+        self.hf_cache: dict[str, str] = dict(catalog.DEFAULT_HF_CACHE)  # repo id -> snapshot
         self.unit_files: dict[str, str] = {}
         self.units: dict[str, Unit] = {}
         self.integrity_modified: list[str] = []
@@ -80,7 +88,7 @@ class Machine:
         self.foreign_procs: list[ForeignProcess] = []
         self.foreign_mib = processes.FOREIGN_MIB  # what each of them allocates
         if boot_unit:
-            lifecycle.boot(self)
+            lifecycle.boot(self, unit_style)
 
     # --- time ------------------------------------------------------------------------------
 
@@ -124,35 +132,62 @@ class Machine:
     def unit_path(self, name: str) -> str:
         return f"{catalog.UNIT_DIR}/{name}"
 
+    def dropin_paths(self, name: str) -> list[str]:
+        """`<unit>.d/*.conf` under the unit directory, in the order systemd applies them."""
+        prefix = f"{catalog.UNIT_DIR}/{name}.d/"
+        return sorted(
+            (p for p in self.unit_files if p.startswith(prefix) and p.endswith(".conf")),
+            key=lambda p: p.rsplit("/", 1)[1],
+        )
+
+    def _on_disk(self, name: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        """The unit's fragment text and its drop-ins as they are on disk (None: no fragment)."""
+        text = self.unit_files.get(self.unit_path(name))
+        if text is None:
+            return None
+        return text, tuple((p, self.unit_files[p]) for p in self.dropin_paths(name))
+
+    def load_definition(self, name: str) -> UnitDefinition | None:
+        """The unit as systemd would load it from disk now (fragment, then drop-ins)."""
+        found = self._on_disk(name)
+        if found is None:
+            return None
+        return parse_unit_file(found[0], found[1], self.unit_path(name))
+
     def lookup_unit(self, name: str) -> Unit | None:
         """The unit as systemd knows it, loading its file on first reference like systemd."""
         unit = self.units.get(name)
         if unit is not None and (unit.definition is not None or unit.run is not None):
             return unit
-        text = self.unit_files.get(self.unit_path(name))
-        if text is None:
+        definition = self.load_definition(name)
+        if definition is None:
             return None
         if unit is None:
-            unit = self.units[name] = Unit(name=name, definition=parse_unit_file(text))
+            unit = self.units[name] = Unit(name=name, definition=definition)
         else:
-            unit.definition = parse_unit_file(text)
+            unit.definition = definition
         return unit
 
     def needs_daemon_reload(self, unit: Unit) -> bool:
-        on_disk = self.unit_files.get(self.unit_path(unit.name))
-        loaded = unit.definition.text if unit.definition else None
+        """Whether the fragment or a drop-in changed, appeared or went since it was loaded."""
+        on_disk = self._on_disk(unit.name)
+        loaded = (unit.definition.text, unit.definition.dropins) if unit.definition else None
         return on_disk != loaded
 
     def daemon_reload(self) -> None:
         self.tick()
         for name, unit in list(self.units.items()):
-            text = self.unit_files.get(self.unit_path(name))
-            unit.definition = parse_unit_file(text) if text is not None else None
+            unit.definition = self.load_definition(name)
             if unit.definition is None and unit.run is None:
                 del self.units[name]
-        for path in self.unit_files:
-            if path.startswith(catalog.UNIT_DIR + "/") and path.endswith(".service"):
-                self.lookup_unit(path[len(catalog.UNIT_DIR) + 1 :])
+        for name in self.unit_names_on_disk():
+            self.lookup_unit(name)
+
+    def unit_names_on_disk(self) -> list[str]:
+        """Service units with a fragment directly in the unit directory."""
+        prefix = catalog.UNIT_DIR + "/"
+        names = [p[len(prefix) :] for p in self.unit_files if p.startswith(prefix)]
+        return [n for n in names if n.endswith(".service") and "/" not in n]
 
     def start(self, unit: Unit) -> None:
         lifecycle.start(self, unit)
@@ -215,10 +250,17 @@ class Machine:
             for u in self.units.values()
         )
 
+    def model_dir(self, model: str) -> str | None:
+        """Where the weights of `model` are: a local path as given, or a Hugging Face repo id
+        through the host's cache (None: not cached, and the host has no network to fetch)."""
+        if model.startswith(("/", ".")):
+            return model.rstrip("/")
+        return self.hf_cache.get(model)
+
     def max_model_len(self, engine: EngineArgs) -> int:
         if engine.max_model_len:
             return engine.max_model_len
-        model = catalog.MODELS_BY_PATH.get(engine.model_path.rstrip("/"))
+        model = catalog.MODELS_BY_PATH.get(self.model_dir(engine.model_path) or "")
         return model.max_model_len if model else 32768
 
     def kv_cache_usage(self) -> float:
@@ -268,7 +310,9 @@ class Machine:
         if fault not in self.faults:
             return False
         only = self.fault_models.get(fault)
-        return not only or model_path in only
+        if not only:
+            return True
+        return model_path in only or (model_path is not None and self.model_dir(model_path) in only)
 
     def integrity(self, dist: str) -> dict[str, Any] | None:
         """What the integrity script prints for `dist` on this host's engine install."""
@@ -278,7 +322,8 @@ class Machine:
             return None
         name, version, checked = known[norm]
         modified = list(self.integrity_modified) if name == "vllm" else []
-        if name == "vllm" and "patched_file" in self.faults and PATCHED_FILE not in modified:
+        patched = {"patched_file", "five_token_corruption"} & self.faults  # both patch a file
+        if name == "vllm" and patched and PATCHED_FILE not in modified:
             modified.append(PATCHED_FILE)
         missing = list(self.integrity_missing) if name == "vllm" else []
         added = list(self.integrity_added) if name == "vllm" else []

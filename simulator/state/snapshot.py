@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from .. import catalog, processes
+from .. import processes
 from ..vllm_cli import EngineArgs
+from . import cgroup
 from .gpus import foreign_mib
-from .unit_file import parse_unit_file
 from .units import Unit, systemd_timestamp
 
 if TYPE_CHECKING:
@@ -20,12 +20,11 @@ _NO_ENGINE = EngineArgs(binary="", model_path="", served_name="")
 def snapshot(machine: Machine) -> dict[str, Any]:
     now = machine.tick()
     known = {n: u for n, u in machine.units.items() if u.definition is not None or u.run}
-    for path, text in machine.unit_files.items():
-        name = path[len(catalog.UNIT_DIR) + 1 :]
-        if path.startswith(catalog.UNIT_DIR + "/") and name.endswith(".service"):
-            # Described as systemd would load it, without loading it: looking must not
-            # freeze a definition that a later daemon-reload or start should pick up.
-            known.setdefault(name, Unit(name=name, definition=parse_unit_file(text)))
+    for name in machine.unit_names_on_disk():
+        # Described as systemd would load it, without loading it: looking must not freeze a
+        # definition that a later daemon-reload or start should pick up.
+        if name not in known:
+            known[name] = Unit(name=name, definition=machine.load_definition(name))
     units = {name: unit_snapshot(machine, u, now) for name, u in sorted(known.items())}
     return {
         "name": machine.name,
@@ -58,6 +57,7 @@ def snapshot(machine: Machine) -> dict[str, Any]:
             for path, text in sorted(machine.unit_files.items())
         },
         "disk": dict(sorted(machine.disk.items())),
+        "hf_cache": dict(sorted(machine.hf_cache.items())),
         "integrity": machine.integrity("vllm"),
     }
 
@@ -115,6 +115,7 @@ def _systemd_fields(machine: Machine, unit: Unit, now: float) -> dict[str, Any]:
         "fragment_path": unit.fragment_path,
         "result": unit.result,
         "need_daemon_reload": machine.needs_daemon_reload(unit),
+        **_accounting_fields(machine, unit, now),
         "phase": phase,
         "healthy": phase == "ready" and (engine is None or not engine.headless),
         # What the control plane's `curl http://127.0.0.1:PORT/...` reaches.
@@ -127,6 +128,45 @@ def _systemd_fields(machine: Machine, unit: Unit, now: float) -> dict[str, Any]:
         ),
         "failure": run.failure if run else None,
     }
+
+
+def _accounting_fields(machine: Machine, unit: Unit, now: float) -> dict[str, Any]:
+    """The last main process, the cgroup's counters, and what the unit was started with."""
+    run, definition = unit.run, unit.definition
+    memory, peak = cgroup.memory_bytes(run, now, machine.inflight_running) if run else (None, None)
+    return {
+        "exec_main_pid": unit.exec_main_pid,
+        "exec_main_code": unit.exec_main_code,
+        "exec_main_status": unit.exec_main_status,
+        "exec_main_start_timestamp": systemd_timestamp(unit.exec_main_start_wall),
+        "memory_current_bytes": memory,
+        "memory_peak_bytes": peak,
+        "cpu_usage_nsec": cgroup.cpu_nsec(run, now) if run else None,
+        "tasks_current": cgroup.tasks(run) if run else None,
+        "drop_in_paths": [p for p, _ in definition.dropins] if definition else [],
+        "environment_files": [list(f) for f in definition.environment_files] if definition else [],
+        "argv": _shown_argv(run.argv) if run else [],
+        # Names only: the values may be secrets, and tests look for those in other places.
+        "environment_keys": sorted(run.environment) if run else [],
+    }
+
+
+def _shown_argv(argv: tuple[str, ...]) -> list[str]:
+    """The command line as started, with the values of secret flags (--api-key, --hf-token,
+    and their abbreviations or `_` spellings) hidden, as vLLM hides them in its own log."""
+    shown: list[str] = []
+    hide_next = False
+    for word in argv:
+        flag, eq, _value = word.partition("=")
+        secret = flag.replace("_", "-").startswith(("--api-k", "--hf-t"))
+        if hide_next:
+            shown.append("<redacted>")
+        elif secret and eq:
+            shown.append(f"{flag}=<redacted>")
+        else:
+            shown.append(word)
+        hide_next = secret and not eq
+    return shown
 
 
 def _engine_fields(machine: Machine, engine: EngineArgs | None) -> dict[str, Any]:

@@ -1,38 +1,65 @@
-"""Reading a unit file the way systemd does: the [Unit]/[Service] keys it acts on."""
+"""Reading a unit the way systemd does: the fragment, then its drop-ins, the keys it acts on.
+
+Drop-ins (`<unit>.d/*.conf`) are read after the fragment in file name order, and each
+assignment goes on where the fragment left off: a single-valued key (Description=, Restart=)
+takes the last value, a list (ExecStart=, Environment=, EnvironmentFile=) grows, and an empty
+assignment (`ExecStart=`) empties the list first. A simple service with more than one
+ExecStart= is refused, as systemd refuses it.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from ..vllm_cli import parse_vllm_argv
+from .environment import needs_expansion
 from .units import UnitDefinition
 
 # (section, key) -> every value given, in order (most keys take the last; some add up).
 _Values = dict[tuple[str, str], list[str]]
+_ONESHOT_ONLY = (
+    "Service has more than one ExecStart= setting, which is only allowed for Type=oneshot "
+    "services. Refusing."
+)
 
 
-def parse_unit_file(text: str) -> UnitDefinition:
-    """Read the [Unit]/[Service] keys systemd would act on; other keys are ignored."""
+def parse_unit_file(
+    text: str, dropins: Sequence[tuple[str, str]] = (), fragment_path: str = ""
+) -> UnitDefinition:
+    """Read the [Unit]/[Service] keys systemd would act on; other keys are ignored.
+
+    `dropins` are (path, text) in the order systemd applies them.
+    """
     values = _values(_logical_lines(text))
+    for _path, dropin in dropins:
+        for key, found in _values(_logical_lines(dropin)).items():
+            values.setdefault(key, []).extend(found)
 
     def last(sec: str, key: str, default: str = "") -> str:
         found = values.get((sec, key))
         return found[-1] if found else default
 
-    argv, bad = _exec_start(values)
+    argv, bad = _exec_start(values, last("Service", "Type", "simple"))
     try:
         restart_sec = float(last("Service", "RestartSec", "0.1").rstrip("s") or 0.1)
     except ValueError:
         restart_sec = 0.1
     return UnitDefinition(
         text=text,
+        dropins=tuple(dropins),
+        fragment_path=fragment_path,
         description=last("Unit", "Description"),
         exec_start=argv,
-        environment=_environment(values),
+        environment=_environment(_list(values, "Environment")),
+        environment_files=tuple(
+            (v.removeprefix("-"), v.startswith("-")) for v in _list(values, "EnvironmentFile")
+        ),
         restart=last("Service", "Restart", "no"),
         restart_sec=restart_sec,
         bad_setting=bad,
-        engine=parse_vllm_argv(argv) if argv else None,
+        # With variables in it the command line is only known when the process starts.
+        engine=parse_vllm_argv(argv) if argv and not needs_expansion(argv) else None,
     )
 
 
@@ -68,10 +95,21 @@ def _values(lines: list[str]) -> _Values:
     return values
 
 
-def _environment(values: _Values) -> tuple[tuple[str, str], ...]:
+def _list(values: _Values, key: str) -> list[str]:
+    """A list setting of [Service]: each value adds to it, an empty one empties it."""
+    items: list[str] = []
+    for value in values.get(("Service", key), []):
+        if value:
+            items.append(value)
+        else:
+            items.clear()
+    return items
+
+
+def _environment(entries: list[str]) -> tuple[tuple[str, str], ...]:
     """Every Environment= line's assignments, in order (a line that does not split is skipped)."""
     environment: list[tuple[str, str]] = []
-    for entry in values.get(("Service", "Environment"), []):
+    for entry in entries:
         try:
             words = shlex.split(entry)
         except ValueError:
@@ -83,11 +121,14 @@ def _environment(values: _Values) -> tuple[tuple[str, str], ...]:
     return tuple(environment)
 
 
-def _exec_start(values: _Values) -> tuple[tuple[str, ...], str | None]:
-    """The last ExecStart='s argv, and why systemd refuses the unit (None: it does not)."""
-    exec_lines = [v for v in values.get(("Service", "ExecStart"), []) if v]
+def _exec_start(values: _Values, service_type: str) -> tuple[tuple[str, ...], str | None]:
+    """ExecStart='s argv (its words, not yet expanded), and why systemd refuses the unit
+    (None: it does not)."""
+    exec_lines = _list(values, "ExecStart")
     if not exec_lines:
         return (), "Service has no ExecStart=, ExecStop=, or SuccessAction=. Refusing."
+    if len(exec_lines) > 1 and service_type != "oneshot":
+        return (), _ONESHOT_ONLY
     bad = None
     argv: tuple[str, ...] = ()
     command = exec_lines[-1].lstrip("-@:+!")

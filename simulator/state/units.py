@@ -38,26 +38,35 @@ def systemd_timestamp(wall: float | None) -> str:
 
 @dataclass(frozen=True)
 class UnitDefinition:
-    """A unit file as systemd loaded it (at daemon-reload or first use), not as it is on disk."""
+    """A unit as systemd loaded it (at daemon-reload or first use), not as it is on disk:
+    the fragment's text and each drop-in's (path, text), and what they say together."""
 
     text: str
+    dropins: tuple[tuple[str, str], ...] = ()
+    fragment_path: str = ""
     description: str = ""
-    exec_start: tuple[str, ...] = ()
+    exec_start: tuple[str, ...] = ()  # as written: `${VAR}` is expanded when the process starts
     environment: tuple[tuple[str, str], ...] = ()
+    environment_files: tuple[tuple[str, bool], ...] = ()  # (path, optional)
     restart: str = "no"
     restart_sec: float = 0.1
     bad_setting: str | None = None
-    engine: EngineArgs | None = None
+    engine: EngineArgs | None = None  # None too when ExecStart= needs the environment
 
     @property
     def visible_gpus(self) -> tuple[int, ...]:
-        for key, value in self.environment:
-            if key == "CUDA_VISIBLE_DEVICES":
-                try:
-                    return tuple(int(v) for v in value.split(",") if v.strip() != "")
-                except ValueError:
-                    return ()
+        return visible_gpus(dict(self.environment))
+
+
+def visible_gpus(environment: dict[str, str]) -> tuple[int, ...]:
+    """The GPUs CUDA_VISIBLE_DEVICES lets a process see (all of them when it is unset)."""
+    value = environment.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
         return tuple(range(GPU_COUNT))
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip() != "")
+    except ValueError:
+        return ()
 
 
 @dataclass
@@ -68,6 +77,8 @@ class Run:
     started_mono: float
     started_wall: float
     engine: EngineArgs | None
+    argv: tuple[str, ...] = ()  # ExecStart= as started, variables expanded
+    environment: dict[str, str] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
     weights_mib: float = 0.0  # per GPU
     budget_mib: int = 0  # per GPU: gpu_memory_utilization * total
@@ -145,6 +156,11 @@ class Unit:
     restart_at: float | None = None  # monotonic time of a pending automatic restart
     last_exit: tuple[str, int, EngineArgs | None] | None = None  # failure, status, engine
     recent_starts: list[float] = field(default_factory=list)
+    # The last main process, kept after it exits (ExecMainPID=, ...Code=, ...Status=).
+    exec_main_pid: int = 0
+    exec_main_start_wall: float | None = None
+    exec_main_code: int = 0  # siginfo's code: 0 none yet, 1 exited, 2 killed
+    exec_main_status: int = 0
 
     @property
     def main_pid(self) -> int:
@@ -158,7 +174,9 @@ class Unit:
 
     @property
     def fragment_path(self) -> str:
-        return f"{catalog.UNIT_DIR}/{self.name}" if self.definition is not None else ""
+        if self.definition is None:
+            return ""
+        return self.definition.fragment_path or f"{catalog.UNIT_DIR}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -172,6 +190,8 @@ class JournalEntry:
 
 def run_binary(unit: Unit) -> str:
     """The program the unit's ExecStart= runs ("" when it has none)."""
+    if unit.run is not None and unit.run.argv:
+        return unit.run.argv[0]
     if unit.definition and unit.definition.exec_start:
         return unit.definition.exec_start[0]
     return ""

@@ -11,7 +11,7 @@ systemctl and journalctl share); `interface` is what the shell and the tools exc
 from __future__ import annotations
 
 from . import basics, curl, files, journalctl, nvidia, ps, python, simctl, systemctl
-from .files import needs_stdin, writable
+from .files import writable
 from .interface import Context, Tool
 from .python import interpreters
 
@@ -22,6 +22,7 @@ COMMANDS: dict[str, Tool] = {
     "false": basics.false,
     "hostname": basics.hostname,
     "whoami": basics.whoami,
+    "date": basics.date,
     "cat": files.cat,
     "sha256sum": files.sha256sum,
     "tee": files.tee,
@@ -34,6 +35,15 @@ COMMANDS: dict[str, Tool] = {
     "python": python.python,
     "simctl": simctl.simctl,
 }
+
+
+def needs_stdin(name: str, argv: list[str]) -> bool:
+    """Whether the program reads stdin (the client may never send EOF to one that does not)."""
+    return (
+        files.needs_stdin(name, argv)
+        or python.needs_stdin(name, argv)
+        or curl.needs_stdin(name, argv)
+    )
 
 
 def lookup(name: str) -> Tool | None:

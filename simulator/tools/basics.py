@@ -1,6 +1,8 @@
-"""Shell builtins and one-line programs: echo, true, false, hostname, whoami."""
+"""Shell builtins and one-line programs: echo, true, false, hostname, whoami, date."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from .interface import Context, Result
 
@@ -32,3 +34,15 @@ def hostname(ctx: Context, argv: list[str], stdin: str) -> Result:
 
 def whoami(ctx: Context, argv: list[str], stdin: str) -> Result:
     return Result().out(("root" if ctx.as_root else ctx.session.username) + "\n")
+
+
+def date(ctx: Context, argv: list[str], stdin: str) -> Result:
+    """`date +%s` (the host's wall clock, skewed when its NTP stopped), else date's default."""
+    now = ctx.machine.wall()
+    if argv[1:] == ["+%s"]:
+        return Result().out(f"{int(now)}\n")
+    if len(argv) > 1:
+        return Result(status=1).err(f"date: invalid date '{argv[1]}'\n")
+    return Result().out(
+        dt.datetime.fromtimestamp(now, dt.UTC).strftime("%a %b %d %H:%M:%S UTC %Y\n")
+    )

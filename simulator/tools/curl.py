@@ -1,7 +1,13 @@
-"""curl: HTTP requests to the inference servers on the host, with the flags people use."""
+"""curl: HTTP requests to the inference servers on the host, with the flags people use.
+
+A completion takes as long as the engine needs to generate it (`simulator.serving`), in the
+host's time: `-m` and `%{time_total}` are host seconds, scaled like the host's clock. A body of
+`@-` is read from stdin (`--data-binary @-`); other `@file` bodies cannot be read here.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from .. import http
@@ -43,19 +49,26 @@ class _Options:
     urls: list[str] = field(default_factory=list)
 
 
-def curl(ctx: Context, argv: list[str], stdin: str) -> Result:
+def needs_stdin(name: str, argv: list[str]) -> bool:
+    """`--data-binary @-`: the request's body is what the client sends on stdin."""
+    return name == "curl" and any(a == "@-" or a.endswith("=@-") for a in argv[1:])
+
+
+async def curl(ctx: Context, argv: list[str], stdin: str) -> Result:
+    """One or more requests; a completion returns once the engine has generated it."""
     options = _options(argv[1:])
     if isinstance(options, Result):
         return options
     result = Result()
-    flags, values = options.flags, options.values
+    values = options.values
     if not options.urls:
         return result.err(f"curl: no URL specified\n{_USAGE_HINT}").exit(2)
-    show_error = "S" in flags or "s" not in flags
     data = values.get("d") or values.get("json")
     method = (values.get("X") or ["POST" if data else "GET"])[-1]
     body = "&".join(data) if data else None
-    if data and body is not None and body.startswith("@"):
+    if body == "@-":
+        body = stdin
+    elif data and body is not None and body.startswith("@"):
         return result.err("curl: (26) Failed to open/read local data from file/application\n").exit(
             26
         )
@@ -63,31 +76,75 @@ def curl(ctx: Context, argv: list[str], stdin: str) -> Result:
     for header in values.get("H", []):
         name, _, value = header.partition(":")
         headers[name.strip().lower()] = value.strip()
-    writeout = (values.get("w") or [""])[-1]
-    output_null = (values.get("o") or [""])[-1] == "/dev/null"
     status = 0
     for url in options.urls:
-        response, error, code = http.request(ctx.machine, method, url, headers, body)
-        if error:
-            status = code
-            if show_error:
-                result.err(f"curl: ({code}) {error}\n")
-            http_code = "000"
-        else:
-            assert response is not None
-            http_code = f"{response.status:03d}"
-            if "f" in flags and response.status >= 400:
-                status = 22
-                if show_error:
-                    result.err(f"curl: (22) The requested URL returned error: {response.status}\n")
-            else:
-                if "i" in flags:
-                    result.out(response.head())
-                if not output_null:
-                    result.out(response.body)
-        if writeout:
-            result.out(_write_out(writeout, http_code, url, status, result))
+        status = await _fetch(ctx, options, url, method, headers, body, result) or status
     return result.exit(status)
+
+
+async def _fetch(
+    ctx: Context,
+    options: _Options,
+    url: str,
+    method: str,
+    headers: dict[str, str],
+    body: str | None,
+    result: Result,
+) -> int:
+    """One URL: what curl prints for it, and its exit status (0: fine)."""
+    flags, values = options.flags, options.values
+    show_error = "S" in flags or "s" not in flags
+    machine = ctx.machine
+    started = machine.clock()
+    reached, error, code = http.request(machine, method, url, headers, body)
+    if isinstance(reached, http.Pending):
+        reached, error, code = await _generated(reached, _max_time(values), machine.time_scale)
+    elapsed = machine.clock() - started
+    status = 0
+    if error:
+        status = code
+        if show_error:
+            result.err(f"curl: ({code}) {error}\n")
+        http_code = "000"
+    else:
+        assert isinstance(reached, http.Response)
+        http_code = f"{reached.status:03d}"
+        if "f" in flags and reached.status >= 400:
+            status = 22
+            if show_error:
+                result.err(f"curl: (22) The requested URL returned error: {reached.status}\n")
+        else:
+            if "i" in flags:
+                result.out(reached.head())
+            if (values.get("o") or [""])[-1] != "/dev/null":
+                result.out(reached.body)
+    writeout = (values.get("w") or [""])[-1]
+    if writeout:
+        result.out(_write_out(writeout, http_code, url, status, elapsed, result))
+    return status
+
+
+def _max_time(values: dict[str, list[str]]) -> float | None:
+    try:
+        return float(values["m"][-1]) if values.get("m") else None
+    except ValueError:
+        return None
+
+
+async def _generated(
+    pending: http.Pending, max_time: float | None, time_scale: float
+) -> tuple[http.Response | None, str, int]:
+    """Wait for a completion, as long as `-m` allows (host seconds: scaled like the host)."""
+    try:
+        response = await asyncio.wait_for(
+            pending.complete(), None if max_time is None else max_time * time_scale
+        )
+    except TimeoutError:
+        ms = int((max_time or 0) * 1000)
+        return None, f"Operation timed out after {ms} milliseconds with 0 bytes received", 28
+    if response is None:  # the server stopped while generating
+        return None, "Empty reply from server", 52
+    return response, "", 0
 
 
 def _options(args: list[str]) -> _Options | Result:
@@ -142,14 +199,16 @@ def _usage(problem: str) -> Result:
     return Result().err(f"{problem}{_USAGE_HINT}").exit(2)
 
 
-def _write_out(fmt: str, http_code: str, url: str, exit_code: int, result: Result) -> str:
+def _write_out(
+    fmt: str, http_code: str, url: str, exit_code: int, elapsed: float, result: Result
+) -> str:
     variables = {
         "http_code": http_code,
         "response_code": http_code,
         "url_effective": url,
         "url": url,
         "exitcode": str(exit_code),
-        "time_total": "0.001843",
+        "time_total": f"{max(elapsed, 0.001843):.6f}",
         "time_connect": "0.000112",
         "size_download": "0",
     }

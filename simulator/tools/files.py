@@ -1,6 +1,7 @@
 """Programs that read and write files: cat, sha256sum, tee, and the shell's `>` redirections.
 
-The host's only writable files are unit files (by root); everything else is read-only.
+The host's only writable files are unit files, their drop-ins and the environment files in
+/etc/vllm (by root); everything else is read-only.
 """
 
 from __future__ import annotations
@@ -26,15 +27,30 @@ def needs_stdin(name: str, argv: list[str]) -> bool:
     return False
 
 
+_CONFIG_DIR = posixpath.dirname(catalog.ENV_FILE)  # /etc/vllm: environment files
+
+
+def _root_may_write(path: str) -> bool:
+    """Unit files, drop-ins (`<unit>.d/*.conf`) and environment files are root's to write."""
+    directory, name = posixpath.split(path)
+    if not name:
+        return False
+    drop_in_dir = posixpath.dirname(directory) == catalog.UNIT_DIR and directory.endswith(".d")
+    return directory in (catalog.UNIT_DIR, _CONFIG_DIR) or drop_in_dir
+
+
 def writable(session: Session, path: str) -> str:
     """Why a shell redirection may not write `path` ("" when it may)."""
-    if posixpath.dirname(path) == catalog.UNIT_DIR and posixpath.basename(path):
+    if _root_may_write(path):
         return "" if session.is_root else "Permission denied"
     return "Read-only file system"
 
 
 def _is_dir(path: str) -> bool:
-    return path.rstrip("/") in ("", "/etc", "/etc/systemd", catalog.UNIT_DIR, "/models")
+    path = path.rstrip("/")
+    if path in ("", "/etc", "/etc/systemd", catalog.UNIT_DIR, "/models", _CONFIG_DIR):
+        return True
+    return posixpath.dirname(path) == catalog.UNIT_DIR and path.endswith(".d")
 
 
 def cat(ctx: Context, argv: list[str], stdin: str) -> Result:
@@ -113,7 +129,7 @@ def tee(ctx: Context, argv: list[str], stdin: str) -> Result:
         if path in ("/dev/stdout", "/dev/stderr"):
             result.chunks.append((1 if path == "/dev/stdout" else 2, stdin))
             continue
-        if posixpath.dirname(path) == catalog.UNIT_DIR and posixpath.basename(path):
+        if _root_may_write(path):
             if not ctx.as_root:
                 result.err(f"tee: {path}: Permission denied\n").exit(1)
                 continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,8 @@ class Context:
     session: Session
     as_root: bool
     line: int
+    # `NAME=value` words before the command: only programs that run real code read them.
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def machine(self) -> Machine:
@@ -42,5 +44,6 @@ class Result:
         return self
 
 
-# A program: its context, argv (argv[0] as typed) and stdin, to what it printed and its status.
-Tool = Callable[[Context, list[str], str], Result]
+# A program: its context, argv (argv[0] as typed) and stdin, to what it printed and its status;
+# programs that take time (a completion, a pip download, a script) answer with an awaitable.
+Tool = Callable[[Context, list[str], str], Result | Awaitable[Result]]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..state import DRIVER_VERSION, GPU_COUNT, GpuReading
+from ..state.gpus import CUDA_VERSION, NVML_VERSION
 from .interface import Context, Result
+from .nvidia_fields import APP_FIELDS, GPU_FIELDS, bus_id
+from .nvidia_topo import topology_matrix
 
 if TYPE_CHECKING:
     from ..state import Machine
@@ -21,69 +23,6 @@ _INVALID = "\nInvalid combination of input arguments. Please run 'nvidia-smi -h'
 _TAKES_VALUE = ("--query-gpu", "--query-compute-apps", "--format", "-i", "--id")
 
 
-def _bus_id(index: int) -> str:
-    return f"00000000:{[0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB][index % 8]:02X}:00.0"
-
-
-def _with_unit(value: str, suffix: str, nounits: bool) -> str:
-    return value if nounits else f"{value} {suffix}"
-
-
-# --query-gpu's fields: name -> (CSV header, the value from a reading given `nounits`).
-_GPU_FIELDS: dict[str, tuple[str, Callable[[GpuReading, bool], str]]] = {
-    "index": ("index", lambda r, nu: str(r.index)),
-    "uuid": ("uuid", lambda r, nu: r.uuid),
-    "gpu_uuid": ("uuid", lambda r, nu: r.uuid),
-    "name": ("name", lambda r, nu: r.name),
-    "gpu_name": ("name", lambda r, nu: r.name),
-    "count": ("count", lambda r, nu: str(GPU_COUNT)),
-    "driver_version": ("driver_version", lambda r, nu: DRIVER_VERSION),
-    "pci.bus_id": ("pci.bus_id", lambda r, nu: _bus_id(r.index)),
-    "gpu_bus_id": ("pci.bus_id", lambda r, nu: _bus_id(r.index)),
-    "pstate": ("pstate", lambda r, nu: r.pstate),
-    "fan.speed": ("fan.speed [%]", lambda r, nu: "[N/A]"),
-    "memory.total": (
-        "memory.total [MiB]",
-        lambda r, nu: _with_unit(str(r.memory_total_mib), "MiB", nu),
-    ),
-    "memory.used": (
-        "memory.used [MiB]",
-        lambda r, nu: _with_unit(str(r.memory_used_mib), "MiB", nu),
-    ),
-    "memory.free": (
-        "memory.free [MiB]",
-        lambda r, nu: _with_unit(
-            str(max(0, r.memory_total_mib - r.memory_used_mib - 335)), "MiB", nu
-        ),
-    ),
-    "power.draw": ("power.draw [W]", lambda r, nu: _with_unit(f"{r.power_draw_w:.2f}", "W", nu)),
-    "power.limit": (
-        "power.limit [W]",
-        lambda r, nu: _with_unit(f"{r.power_limit_w:.2f}", "W", nu),
-    ),
-    "utilization.gpu": (
-        "utilization.gpu [%]",
-        lambda r, nu: _with_unit(str(r.utilization_pct), "%", nu),
-    ),
-    "utilization.memory": (
-        "utilization.memory [%]",
-        lambda r, nu: _with_unit(str(r.utilization_pct // 3), "%", nu),
-    ),
-    "temperature.gpu": ("temperature.gpu", lambda r, nu: str(r.temperature_c)),
-}
-# --query-compute-apps's fields: name -> CSV header.
-_APP_FIELDS = {
-    "pid": "pid",
-    "process_name": "process_name",
-    "name": "process_name",
-    "used_memory": "used_gpu_memory [MiB]",
-    "used_gpu_memory": "used_gpu_memory [MiB]",
-    "gpu_uuid": "gpu_uuid",
-    "gpu_bus_id": "gpu_bus_id",
-    "gpu_name": "gpu_name",
-}
-
-
 @dataclass
 class _Options:
     query_gpu: list[str] | None = None
@@ -91,6 +30,7 @@ class _Options:
     fmt: list[str] | None = None
     ids: set[int] | None = None
     list_gpus: bool = False
+    version: bool = False
 
 
 def nvidia_smi(ctx: Context, argv: list[str], stdin: str) -> Result:
@@ -98,9 +38,18 @@ def nvidia_smi(ctx: Context, argv: list[str], stdin: str) -> Result:
     machine = ctx.machine
     if "gpu_driver_error" in machine.faults:
         return result.out(DRIVER_ERROR).exit(9)
+    if argv[1:2] == ["topo"]:
+        return _topo(argv[2:])
     options = _options(argv[1:])
     if isinstance(options, Result):
         return options
+    if options.version:
+        return result.out(
+            f"NVIDIA-SMI version  : {DRIVER_VERSION}\n"
+            f"NVML version        : {NVML_VERSION}\n"
+            f"DRIVER version      : {DRIVER_VERSION}\n"
+            f"CUDA Version        : {CUDA_VERSION}\n"
+        )
     ids = options.ids
     readings = [r for r in machine.gpu_readings() if ids is None or r.index in ids]
     if ids is not None and any(g >= GPU_COUNT or g < 0 for g in ids):
@@ -145,6 +94,8 @@ def _options(args: list[str]) -> _Options | Result:
                 return Result().out(f"Invalid GPU ID: {value}\n").exit(2)
         elif key in ("-L", "--list-gpus"):
             options.list_gpus = True
+        elif key == "--version":
+            options.version = True
         else:
             problem = _INVALID if key.startswith("-") else f"\nInvalid argument: {arg}\n"
             return Result().out(problem).exit(2)
@@ -158,7 +109,7 @@ def _query_gpus(
     result = Result()
     columns = []
     for name in names:
-        found = _GPU_FIELDS.get(name)
+        found = GPU_FIELDS.get(name)
         if found is None:
             return result.out(f'Field "{name}" is not a valid field to query.\n\n').exit(2)
         columns.append(found)
@@ -174,10 +125,10 @@ def _query_apps(
 ) -> Result:
     result = Result()
     for name in names:
-        if name not in _APP_FIELDS:
+        if name not in APP_FIELDS:
             return result.out(f'Field "{name}" is not a valid field to query.\n\n').exit(2)
     if not noheader:
-        result.out(", ".join(_APP_FIELDS[n] for n in names) + "\n")
+        result.out(", ".join(APP_FIELDS[n] for n in names) + "\n")
     gpus = {r.index: r for r in machine.gpu_readings()}
     for app in machine.compute_apps():
         if ids is not None and app.gpu_index not in ids:
@@ -190,11 +141,18 @@ def _query_apps(
             "used_memory": memory,
             "used_gpu_memory": memory,
             "gpu_uuid": app.gpu_uuid,
-            "gpu_bus_id": _bus_id(app.gpu_index),
+            "gpu_bus_id": bus_id(app.gpu_index),
             "gpu_name": gpus[app.gpu_index].name,
         }
         result.out(", ".join(values[n] for n in names) + "\n")
     return result
+
+
+def _topo(args: list[str]) -> Result:
+    """`nvidia-smi topo -m` (the matrix); other topo options are not simulated."""
+    if args in (["-m"], ["--matrix"]):
+        return Result().out(topology_matrix())
+    return Result().out(_INVALID).exit(2)
 
 
 # --- the default screen --------------------------------------------------------------------------
@@ -246,7 +204,7 @@ def _gpu_rows(r: GpuReading) -> list[str]:
     memory = f"{r.memory_used_mib}MiB /  {r.memory_total_mib}MiB"
     util = f"{r.utilization_pct}%"
     return [
-        _cells(f" {r.index:>3}  {name:<26}     On", f"   {_bus_id(r.index)} Off", f"{'0':>21}"),
+        _cells(f" {r.index:>3}  {name:<26}     On", f"   {bus_id(r.index)} Off", f"{'0':>21}"),
         _cells(
             f" N/A   {r.temperature_c}C    {r.pstate:<3}{power:>23} ",
             f"{memory:>23}",

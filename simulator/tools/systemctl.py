@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..state import systemd_timestamp
 from .interface import Context, Result
-from .systemd import mangle_unit, short_line, unit_properties
+from .systemd import dropin_lines, mangle_unit, resource_lines, short_line, unit_properties
 
 if TYPE_CHECKING:
     from ..state import Machine, Unit
@@ -199,19 +199,34 @@ def _is_state(call: _Call) -> Result:
 
 
 def _cat(call: _Call) -> Result:
+    """Each unit's fragment and drop-ins, the files systemd loaded, as they are on disk now:
+    `# <path>` before each file, an empty line before each header but the first."""
     result, machine = call.result, call.machine
     if not call.names:
         return result.err("Too few arguments.\n").exit(1)
-    for n, raw in enumerate(call.names):
+    printed = False
+    for raw in call.names:
         name = call.resolve(raw)
-        path = machine.unit_path(name)
-        text = machine.unit_files.get(path)
-        if text is None:
+        unit = machine.lookup_unit(name)
+        if unit is None or unit.definition is None:
             result.err(f"No files found for {name}.\n").exit(1)
             continue
-        if n:
-            result.out("\n")
-        result.out(f"# {path}\n{text}")
+        if machine.needs_daemon_reload(unit):
+            result.err(
+                f"# Warning: {name} changed on disk, the version systemd has loaded is outdated.\n"
+                "# This output shows the current version of the unit's original fragment and "
+                "drop-in files.\n"
+                "# If fragments or drop-ins were added or removed, they are not properly "
+                "reflected in this output.\n"
+                "# Run 'systemctl daemon-reload' to reload units.\n"
+            )
+        paths = [unit.fragment_path, *(p for p, _ in unit.definition.dropins)]
+        for path in paths:
+            text = machine.unit_files.get(path)
+            if text is None:
+                continue  # gone since it was loaded
+            result.out(f"{chr(10) if printed else ''}# {path}\n{text}")
+            printed = True
     return result
 
 
@@ -241,10 +256,12 @@ def _unit_status(machine: Machine, name: str, unit: Unit, result: Result) -> int
     dot = {"active": "●", "failed": "\u00d7"}.get(unit.active_state, "○")
     result.out(f"{dot} {name}" + (f" - {desc}" if desc else "") + "\n")
     result.out(f"     Loaded: {unit.load_state} ({unit.fragment_path}; enabled; preset: enabled)\n")
+    result.out("".join(line + "\n" for line in dropin_lines(unit)))
     status = _active_line(machine, unit, result)
     if unit.run is not None and unit.definition is not None:
+        result.out("".join(line + "\n" for line in resource_lines(machine, unit.run)))
         result.out(f"     CGroup: /system.slice/{name}\n")
-        cmd = " ".join(unit.definition.exec_start)
+        cmd = " ".join(unit.run.argv or unit.definition.exec_start)
         result.out(f"             └─{unit.run.pid} /opt/vllm/.venv/bin/python3 {cmd}\n"[:200])
         if not result.chunks[-1][1].endswith("\n"):
             result.out("\n")

@@ -70,7 +70,15 @@ def test_a_viewer_sees_no_action_buttons(make_fleet, live_server, viewer, page):
     expect(page.locator(f"#deployment-{deployment.pk}")).to_contain_text("vllm-kimi-k25.service")
     for name in ("Probe now", "Probe + check engine files"):
         expect(page.get_by_role("button", name=name)).to_have_count(0)
-    for name in ("Swap model", "Restart", "Stop", "Start", "Redeploy", "Roll back"):
+    for name in (
+        "Swap model",
+        "Restart",
+        "Stop",
+        "Start",
+        "Redeploy",
+        "Roll back",
+        "Repair engine",
+    ):
         expect(page.get_by_role("link", name=name, exact=True)).to_have_count(0)
     expect(page.locator("a[href*='/change/']")).to_have_count(0)
 

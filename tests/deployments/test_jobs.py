@@ -77,7 +77,8 @@ def test_a_two_person_model_swap_end_to_end(make_fleet, celery_worker, operator,
     assert "systemctl daemon-reload" in names and "post-change snapshot" in names
     events = AuditEvent.objects.filter(correlation_id=change.correlation_id).order_by("seq")
     actions = [e.action for e in events]
-    assert actions[0] == "change.requested" and actions[-1] == "change.succeeded"
+    changes = [a for a in actions if a.startswith("change.")]
+    assert changes[0] == "change.requested" and changes[-1] == "change.succeeded"
     assert "change.approved" in actions
     steps = [e for e in events if e.action == "change.step"]
     assert len(steps) == len(names)
@@ -145,7 +146,7 @@ def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
     lease = 20  # the shortest the settings allow with 5 s command timeouts
     short = {"JOB_LEASE_SECONDS": str(lease), "JOB_COMMAND_TIMEOUT_SECONDS": "5"}
     settings.JOB_LEASE_SECONDS = lease
-    fleet = register(make_fleet(1, load_seconds=60))
+    fleet = register(make_fleet(1, load_seconds=60, time_scale=1.0))
     deployment = fleet.deployments[0]
     log = tmp_path / "worker.log"
     with private_worker(f"test-kill-{deployment.pk}", log, SSH_COMMAND_TIMEOUT="5", **short) as w:

@@ -70,7 +70,10 @@ def test_it_refuses_another_hosts_snapshot(operator, deployment):
 
 
 def test_it_refuses_a_snapshot_that_is_not_ok(operator, deployment, host):
-    with pytest.raises(services.ChangeRefused, match="has status partial"):
+    with pytest.raises(services.ChangeRefused, match="has status unreachable"):
+        restart(operator, deployment, f.make_snapshot(host, status="unreachable"))
+    # A partial one backs a restart only once what is unknown is acknowledged.
+    with pytest.raises(services.ChangeRefused, match="Acknowledge what is unknown"):
         restart(operator, deployment, f.make_snapshot(host, status="partial"))
 
 

@@ -3,11 +3,17 @@
 Samples are in the formats the real tools print. tests/hosts/samples/probe_two_units.txt is the
 output of `commands.probe_script` run through bash with real curl (against a stand-in vLLM
 server), real sha256sum and the real integrity script, and stand-ins for nvidia-smi and
-systemctl printing what those print.
+systemctl printing what those print; its unit reads two environment files (one missing, which
+is optional) and the second, missing unit had its journal asked for.
+
+The parsers of the sections added for parity with `systemctl status`, `journalctl` and
+`nvidia-smi -q` have their own files: test_parsers_systemd.py, test_parsers_nvidia_details.py,
+test_parsers_envfiles.py and test_parsers_journal.py.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +26,7 @@ from hosts.parsers import (
     NO_OUTPUT,
     HttpResult,
     ParseError,
+    ProbeParse,
     Section,
     parse_compute_apps,
     parse_gpu_csv,
@@ -57,12 +64,38 @@ def frame(name: str, output: str, status: int = 0) -> str:
     return f"{MARK_BEGIN}{name}\n{output}{MARK_END}{name}:{status}\n"
 
 
+# What the probe of these tests asks for beyond the defaults: KIMI's environment files (as its
+# last snapshot named them) and QWEN's journal (last seen failing).
+ENV_FILES = {KIMI: ("/etc/vllm/kimi-k25.env", "/etc/vllm/common.env")}
+JOURNAL_LINES = {QWEN: 20}
+
+
 def section_names(units: list[str], integrity: bool = True) -> list[str]:
     spec = ProbeSpec(
-        servers=tuple(ServerSpec(u, 8000, "/opt/venv/bin/python") for u in units),
+        servers=tuple(
+            ServerSpec(
+                u,
+                8000,
+                "/opt/venv/bin/python",
+                environment_files=ENV_FILES.get(u, ()),
+                journal_lines=JOURNAL_LINES.get(u, 0),
+            )
+            for u in units
+        ),
         integrity=integrity,
     )
     return [name for name, _ in probe_sections(spec)]
+
+
+def probe(stdout: str, units: list[str] = UNITS, *, integrity: Any = True) -> ProbeParse:
+    """parse_probe as hosts.probe calls it for the spec of section_names()."""
+    return parse_probe(
+        stdout,
+        units,
+        integrity=integrity,
+        environment_files=ENV_FILES,
+        journal_lines=JOURNAL_LINES,
+    )
 
 
 # --- real-format outputs -------------------------------------------------------------------
@@ -140,15 +173,40 @@ def http(body: str, code: int) -> str:
     return f"{body}\n@@cp:http:{code:03d}\n"
 
 
+ENV_TEXT = "MODEL=/models/moonshotai/Kimi-K2.5\nHF_TOKEN=hf_assembledSecret8888888888\n"
+
+
+def unit_cat(unit: str) -> str:
+    """`systemctl cat` of a unit: its fragment, naming the unit's environment files."""
+    env = "".join(f"EnvironmentFile={path}\n" for path in ENV_FILES.get(unit, ()))
+    return (
+        f"# /etc/systemd/system/{unit}\n[Unit]\nDescription={unit}\n\n[Service]\n{env}"
+        f"ExecStart=/opt/vllm/.venv/bin/vllm serve /models/x --port 8000\n"
+    )
+
+
 def healthy_sections(unit: str) -> dict[str, tuple[str, int]]:
-    return {
-        f"unit:{unit}": (SHOW_ACTIVE.replace(KIMI, unit), 0),
+    env = ENV_FILES.get(unit, ())
+    show = SHOW_ACTIVE.replace(KIMI, unit)
+    show += "".join(f"EnvironmentFiles={path} (ignore_errors=no)\n" for path in env)
+    sections = {
+        f"unit:{unit}": (show, 0),
         f"unitfile:{unit}": (f"{UNIT_SHA}  /etc/systemd/system/{unit}\n", 0),
+        f"unitcat:{unit}": (unit_cat(unit), 0),
+    }
+    for path in env:
+        digest = hashlib.sha256(ENV_TEXT.encode()).hexdigest()
+        sections[f"envhash:{unit}:{path}"] = (f"{digest}  {path}\n", 0)
+        sections[f"envfile:{unit}:{path}"] = (ENV_TEXT, 0)
+    sections |= {
         f"health:{unit}": (http("", 200), 0),
         f"models:{unit}": (http(sample("vllm_models.json"), 200), 0),
         f"metrics:{unit}": (http(sample("vllm_metrics_dp2.txt"), 200), 0),
-        f"integrity:{unit}": (INTEGRITY_CLEAN, 0),
     }
+    if JOURNAL_LINES.get(unit):
+        sections[f"journal:{unit}"] = (sample("journal_short_iso.txt"), 0)
+    sections[f"integrity:{unit}"] = (INTEGRITY_CLEAN, 0)
+    return sections
 
 
 def host_sections(
@@ -158,6 +216,10 @@ def host_sections(
         "gpus": (sample("nvidia_smi_8x_h100.csv"), 0),
         "compute_apps": ("2314567, VLLM::EngineCore, 74560 MiB\n", 0),
         "processes": (PS_UNITS, 0),
+        "gpu_details": (sample("nvidia_smi_details_8x_h100.csv"), 0),
+        "nvidia_smi_version": (sample("nvidia_smi_version_580.txt"), 0),
+        "gpu_topology": (sample("nvidia_smi_topo_8x_h100_nvlink.txt"), 0),
+        "clock": ("1764576000\n", 0),
     }
     for unit in units:
         sections.update(healthy_sections(unit))
@@ -445,9 +507,7 @@ def test_process_units_unreadable(text: str) -> None:
 def test_probe_names_the_unit_of_each_gpu_process() -> None:
     apps = "2314567, VLLM::Worker_TP0, 74560 MiB, GPU-x\n2318002, python3, 4096 MiB, GPU-x\n"
     ps = PS_UNITS + "2318002 session-3.scope\n"
-    state = parse_probe(
-        assemble(host_sections(compute_apps=(apps, 0), processes=(ps, 0))), UNITS, integrity=True
-    ).state
+    state = probe(assemble(host_sections(compute_apps=(apps, 0), processes=(ps, 0)))).state
 
     assert [(a.pid, a.unit) for a in state.compute_apps] == [
         (2314567, "vllm-kimi-k25.service"),
@@ -458,7 +518,7 @@ def test_probe_names_the_unit_of_each_gpu_process() -> None:
 
 def test_probe_without_process_owners_is_partial() -> None:
     sections = host_sections(processes=("ps: unrecognized option: o\n", 1))
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert [p.section for p in state.problems] == ["processes"]
     assert state.compute_apps[0].unit is None
@@ -816,7 +876,7 @@ def test_integrity_unreadable_output_is_a_report_with_an_error(text: str, error:
 
 
 def test_probe_of_the_real_two_unit_output() -> None:
-    parsed = parse_probe(sample("probe_two_units.txt"), UNITS, integrity=True)
+    parsed = probe(sample("probe_two_units.txt"), integrity=True)
     state = parsed.state
 
     assert len(state.gpus) == 8 and state.gpus[7].index == 7
@@ -850,20 +910,45 @@ def test_probe_of_the_real_two_unit_output() -> None:
     message = "bash: line 14: /opt/sglang/bin/python: No such file or directory"
     assert state.problems == [Problem(f"integrity:{QWEN}", message)]
     assert qwen.integrity is not None and qwen.integrity.error == message
+    # What an engineer reads with systemctl status, cat, journalctl and nvidia-smi -q.
+    assert (kimi.unit.memory_current_bytes, kimi.unit.tasks_current) == (198453219328, 967)
+    assert kimi.unit.drop_in_paths == [f"/etc/systemd/system/{KIMI}.d/override.conf"]
+    assert [f.path for f in kimi.unit_files] == [
+        f"/etc/systemd/system/{KIMI}",
+        *kimi.unit.drop_in_paths,
+    ]
+    assert kimi.unit_files[0].sha256 == UNIT_SHA  # sha256sum's, of the real bytes
+    assert [(e.path, e.optional, e.missing) for e in kimi.environment_files] == [
+        ("/etc/vllm/kimi-k25.env", False, False),
+        ("/etc/vllm/common.env", True, True),
+    ]
+    assert kimi.environment_files[0].variables == {
+        "MODEL": "/models/moonshotai/Kimi-K2.5",
+        "SERVED_MODEL_NAME": "kimi-k2.5",
+        "HF_TOKEN": "<redacted>",
+    }
+    assert kimi.journal is None and qwen.journal == [] and qwen.unit_files == []
+    assert (state.driver_version, state.cuda_version) == ("580.95.05", "13.0")
+    assert state.topology is not None and state.topology.nvlink
+    assert [d.clock_event_reason_names for d in state.gpu_details][3] == ["SW power cap"]
+    # The secret is nowhere in what is kept: parsed state or the sections stored as raw.
+    assert "hf_probeSampleSecret" in sample("probe_two_units.txt")
+    assert "hf_probeSampleSecret" not in repr(state.to_json())
+    assert "hf_probeSampleSecret" not in repr([s.output for s in parsed.sections.values()])
     assert list(parsed.sections) == section_names(UNITS)
     assert parse_http(parsed.sections[f"models:{KIMI}"].output).body == sample("vllm_models.json")
     assert state.to_json()["deployments"][KIMI]["server"]["kv_cache_usage"] == pytest.approx(0.35)
 
 
 def test_probe_of_assembled_healthy_output_has_no_problems() -> None:
-    state = parse_probe(assemble(host_sections()), UNITS, integrity=True).state
+    state = probe(assemble(host_sections()), integrity=True).state
 
     assert state.problems == []
     assert all(d.server.healthy for d in state.deployments.values())
 
 
 def test_probe_with_nothing_printed_reports_every_section_missing() -> None:
-    state = parse_probe("", UNITS, integrity=True).state
+    state = probe("", integrity=True).state
 
     assert state.problems == [Problem(name, NO_OUTPUT) for name in section_names(UNITS)]
     assert state.gpus == [] and set(state.deployments) == set(UNITS)
@@ -874,7 +959,7 @@ def test_probe_cut_short_in_the_middle_of_a_section() -> None:
     full = assemble(host_sections())
     cut = full[: full.index('vllm:kv_cache_usage_perc{engine="1"')]  # inside metrics of KIMI
 
-    state = parse_probe(cut, UNITS, integrity=True).state
+    state = probe(cut, integrity=True).state
 
     names = section_names(UNITS)
     after = names[names.index(f"metrics:{KIMI}") + 1 :]
@@ -889,7 +974,7 @@ def test_probe_cut_short_in_the_middle_of_a_section() -> None:
 
 
 def test_probe_stopped_unit_is_not_a_problem() -> None:
-    state = parse_probe(assemble(host_sections(**stopped(QWEN))), UNITS, integrity=True).state
+    state = probe(assemble(host_sections(**stopped(QWEN))), integrity=True).state
 
     assert state.problems == []
     qwen = state.deployments[QWEN]
@@ -905,7 +990,7 @@ def test_probe_active_but_loading_server_is_not_a_problem() -> None:
         f"metrics:{KIMI}": (http(CURL_REFUSED, 0), 7),
     }
 
-    state = parse_probe(assemble(host_sections(**overrides)), UNITS, integrity=True).state
+    state = probe(assemble(host_sections(**overrides)), integrity=True).state
 
     assert state.problems == []
     kimi = state.deployments[KIMI]
@@ -925,7 +1010,7 @@ def test_probe_active_but_loading_server_is_not_a_problem() -> None:
 def test_probe_driver_failure(text: str, status: int, message: str) -> None:
     sections = host_sections(gpus=(text, status), compute_apps=(text, status))
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert [p.section for p in state.problems] == ["gpus", "compute_apps"]
     assert state.problems[0].message.startswith(message)
@@ -936,7 +1021,7 @@ def test_probe_driver_failure(text: str, status: int, message: str) -> None:
 def test_probe_no_devices_is_zero_gpus_without_a_problem() -> None:
     sections = host_sections(gpus=(SMI_NO_DEVICES, 6), compute_apps=(SMI_NO_DEVICES, 6))
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert state.problems == [] and state.gpus == [] and state.compute_apps == []
 
@@ -945,7 +1030,7 @@ def test_probe_lost_gpu_keeps_the_others_and_reports_the_line() -> None:
     lines = sample("nvidia_smi_8x_h100.csv").splitlines(keepends=True)
     text = "".join(lines[:3]) + SMI_GPU_LOST + "".join(lines[4:])
 
-    state = parse_probe(assemble(host_sections(gpus=(text, 15))), UNITS, integrity=True).state
+    state = probe(assemble(host_sections(gpus=(text, 15))), integrity=True).state
 
     assert [g.index for g in state.gpus] == [0, 1, 2, 4, 5, 6, 7]
     assert state.problems == [Problem("gpus", f"line 4: {SMI_GPU_LOST.strip()}")]
@@ -954,7 +1039,7 @@ def test_probe_lost_gpu_keeps_the_others_and_reports_the_line() -> None:
 def test_probe_unexplained_non_zero_exit_is_a_problem() -> None:
     sections = host_sections(compute_apps=("", 2))
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert state.problems == [Problem("compute_apps", "nvidia-smi exited with status 2")]
 
@@ -962,7 +1047,7 @@ def test_probe_unexplained_non_zero_exit_is_a_problem() -> None:
 def test_probe_systemctl_access_denied() -> None:
     sections = host_sections(**{f"unit:{KIMI}": ("Failed to get properties: Access denied\n", 1)})
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert state.problems == [Problem(f"unit:{KIMI}", "Failed to get properties: Access denied")]
     assert state.deployments[KIMI].unit == UnitState(unit=KIMI)
@@ -979,7 +1064,7 @@ def test_probe_unit_file_unreadable_is_a_problem_but_missing_is_not() -> None:
         }
     )
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert [p.section for p in state.problems] == [f"unitfile:{KIMI}"]
     assert "Permission denied" in state.problems[0].message
@@ -994,7 +1079,7 @@ def test_probe_garbage_from_a_200_is_a_problem() -> None:
         }
     )
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert [p.section for p in state.problems] == [f"models:{KIMI}", f"metrics:{KIMI}"]
     assert "not JSON" in state.problems[0].message
@@ -1010,7 +1095,7 @@ def test_probe_200_whose_transfer_failed_is_a_problem() -> None:
         **{f"metrics:{KIMI}": (f"{error}\n# HELP vllm:x\n@@cp:http:200\n", 28)}
     )
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert state.problems == [Problem(f"metrics:{KIMI}", f"incomplete response: {error}")]
     assert state.deployments[KIMI].server.requests_running is None
@@ -1019,7 +1104,7 @@ def test_probe_200_whose_transfer_failed_is_a_problem() -> None:
 def test_probe_curl_missing_is_a_problem() -> None:
     sections = host_sections(**{f"health:{KIMI}": ("bash: line 5: curl: command not found\n", 127)})
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert state.problems == [
         Problem(f"health:{KIMI}", "no HTTP status in output: bash: line 5: curl: command not found")
@@ -1035,7 +1120,7 @@ def test_probe_integrity_findings_are_not_problems() -> None:
         }
     )
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert state.problems == []
     kimi, qwen = state.deployments[KIMI].integrity, state.deployments[QWEN].integrity
@@ -1046,7 +1131,7 @@ def test_probe_integrity_findings_are_not_problems() -> None:
 def test_probe_integrity_traceback_is_a_problem_with_the_report_kept() -> None:
     sections = host_sections(**{f"integrity:{KIMI}": (INTEGRITY_TRACEBACK, 1)})
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert [p.section for p in state.problems] == [f"integrity:{KIMI}"]
     assert state.problems[0].message.startswith("PermissionError: [Errno 13]")
@@ -1057,7 +1142,7 @@ def test_probe_integrity_traceback_is_a_problem_with_the_report_kept() -> None:
 def test_probe_without_integrity_ignores_those_sections() -> None:
     sections = {k: v for k, v in host_sections().items() if not k.startswith("integrity:")}
 
-    state = parse_probe(assemble(sections), UNITS, integrity=False).state
+    state = probe(assemble(sections), integrity=False).state
 
     assert state.problems == []
     assert all(d.integrity is None for d in state.deployments.values())
@@ -1067,7 +1152,7 @@ def test_probe_integrity_for_some_units_only() -> None:
     """The probe skips integrity for a server without an engine interpreter."""
     sections = {k: v for k, v in host_sections().items() if k != f"integrity:{QWEN}"}
 
-    state = parse_probe(assemble(sections), UNITS, integrity=[KIMI]).state
+    state = probe(assemble(sections), integrity=[KIMI]).state
 
     assert state.problems == []
     assert state.deployments[KIMI].integrity is not None
@@ -1077,7 +1162,7 @@ def test_probe_integrity_for_some_units_only() -> None:
 def test_probe_problem_messages_are_bounded() -> None:
     sections = host_sections(**{f"unit:{KIMI}": ("x" * 10_000 + "\n", 1)})
 
-    state = parse_probe(assemble(sections), UNITS, integrity=True).state
+    state = probe(assemble(sections), integrity=True).state
 
     assert len(state.problems) == 1 and len(state.problems[0].message) <= 300
 
@@ -1095,9 +1180,21 @@ def _defaults_or_equal(part: Any, full: Any, default: Any, path: str) -> None:
     assert part in (full, default), f"{path}: {part!r} is neither {full!r} nor {default!r}"
 
 
+def _environment_files_read_or_not(part: dict[str, Any], full: dict[str, Any]) -> None:
+    """Each environment file of a prefix parse was read whole (as in the full parse) or not
+    at all (path and optional only); then it is taken out for `_defaults_or_equal`."""
+    entries = part.pop("environment_files")
+    full_entries = full["environment_files"]
+    assert entries == [] or len(entries) == len(full_entries)
+    for entry, whole in zip(entries, full_entries, strict=False):
+        unread = {**whole, "sha256": None, "variables": {}, "missing": False}
+        assert entry in (whole, unread), f"{entry!r} is half of {whole!r}"
+    part["environment_files"] = full_entries
+
+
 def _check_prefix(prefix: str, full: str, full_json: dict[str, Any]) -> None:
     """A cut never raises, never yields a value the full output does not, never goes unseen."""
-    parsed = parse_probe(prefix, UNITS, integrity=True)
+    parsed = probe(prefix, integrity=True)
     state = parsed.state.to_json()
     assert not [p for p in parsed.state.problems if "parser failed" in p.message]
     assert state["gpus"] in ([], full_json["gpus"])
@@ -1106,7 +1203,9 @@ def _check_prefix(prefix: str, full: str, full_json: dict[str, Any]) -> None:
     assert state["compute_apps"] in ([], full_json["compute_apps"], owners_unknown)
     for unit in UNITS:
         empty = asdict(DeploymentState(unit=UnitState(unit=unit)))
-        _defaults_or_equal(state["deployments"][unit], full_json["deployments"][unit], empty, unit)
+        part, whole = state["deployments"][unit], full_json["deployments"][unit]
+        _environment_files_read_or_not(part, whole)
+        _defaults_or_equal(part, whole, empty, unit)
     assert {p.section for p in parsed.state.problems} <= set(section_names(UNITS))
     if len(prefix) < len(full):
         assert parsed.state.problems, f"a cut at {len(prefix)} went unnoticed"
@@ -1115,7 +1214,7 @@ def _check_prefix(prefix: str, full: str, full_json: dict[str, Any]) -> None:
 @pytest.mark.parametrize("name", ["real", "assembled"])
 def test_probe_never_raises_on_any_prefix_of_valid_output(name: str) -> None:
     full = sample("probe_two_units.txt") if name == "real" else assemble(host_sections())
-    full_json = parse_probe(full, UNITS, integrity=True).state.to_json()
+    full_json = probe(full, integrity=True).state.to_json()
     rng = random.Random(0)
     line_ends = [i + 1 for i, ch in enumerate(full) if ch == "\n"]
     cuts = sorted({*rng.sample(range(len(full)), 400), *line_ends, *(e - 1 for e in line_ends)})
@@ -1146,7 +1245,28 @@ def test_probe_never_raises_on_shuffled_dropped_and_garbled_lines() -> None:
                 mutated[i], mutated[j] = mutated[j], mutated[i]
             else:
                 mutated[i] = mutated[i][: rng.randrange(len(mutated[i]) + 1)]
-        parsed = parse_probe("".join(mutated), UNITS, integrity=True)
+        parsed = probe("".join(mutated), integrity=True)
         assert not [p for p in parsed.state.problems if "parser failed" in p.message]
-        assert {p.section for p in parsed.state.problems} <= set(section_names(UNITS))
+        # A garbled EnvironmentFile= line names some other file, which is then "not read".
+        sections = {p.section for p in parsed.state.problems}
+        assert {s for s in sections if not s.startswith(f"envfile:{KIMI}:")} <= set(
+            section_names(UNITS)
+        )
         assert set(parsed.state.deployments) == set(UNITS)
+
+
+@pytest.mark.parametrize(
+    ("output", "status", "expected", "problem"),
+    [
+        ("1764576000\n", 0, 1764576000, None),
+        ("", 0, None, "not a time in seconds: no output"),
+        ("Mon Dec  1 06:00:00 UTC 2026\n", 0, None, "not a time in seconds: Mon Dec"),
+        ("[N/A]\n", 0, None, "not a time in seconds: [N/A]"),
+        ("bash: date: command not found\n", 127, None, "not a time in seconds: bash: date"),
+    ],
+)
+def test_the_hosts_clock(output: str, status: int, expected: int | None, problem: str | None):
+    state = probe(assemble(host_sections(clock=(output, status))), integrity=True).state
+    assert state.host_time == expected
+    found = [p.message for p in state.problems if p.section == "clock"]
+    assert found[0].startswith(problem) if problem else found == [], found

@@ -9,7 +9,6 @@ from prometheus_client.openmetrics.parser import (
 )
 
 from tests import factories as f
-from tests.conftest import PASSWORD
 
 from .conftest import TOKEN
 
@@ -40,7 +39,7 @@ def test_a_person_with_a_role_may_read_it(client, viewer, settings, token_set):
 
 def test_a_person_without_a_role_may_not(client, outsider, settings):
     settings.METRICS_TOKEN = ""
-    client.login(username=outsider.username, password=PASSWORD)
+    client.force_login(outsider)
     assert client.get("/metrics").status_code == 403
 
 

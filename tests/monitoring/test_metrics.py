@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from controlplane.audit.models import AuditVerification
 from deployments import services as change_services
+from deployments.choices import ChangeKind
 from hosts import services as host_services
 from hosts.choices import SnapshotStatus
 from hosts.models import Host
@@ -164,7 +165,7 @@ def test_change_requests_by_kind_and_status_and_approvals_waiting(operator, scra
     assert metrics.value("controlplane_change_requests", kind="restart", status="queued") == 1
     # Every kind and status is there from the start, so the first failure is an increase.
     assert metrics.value("controlplane_change_requests", kind="restart", status="failed") == 0
-    assert len(metrics.series("controlplane_change_requests")) == 6 * 10
+    assert len(metrics.series("controlplane_change_requests")) == len(ChangeKind) * 10
     assert metrics.value("controlplane_approvals_waiting") == 1
     assert metrics.value("controlplane_approval_oldest_waiting_seconds") == 90
 

@@ -12,7 +12,6 @@ from django.urls import reverse
 from controlplane.audit.models import AuditEvent
 from controlplane.notifications import services
 from controlplane.notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
-from tests.conftest import PASSWORD
 
 from .conftest import SECRET
 
@@ -97,7 +96,7 @@ def test_outsiders_and_anonymous_get_nothing(client, outsider, delivery):
     urls = [reverse("notifications:index"), reverse("notifications:delivery", args=[delivery.pk])]
     for url in urls:
         assert client.get(url).status_code == 302  # to sign in
-    client.login(username=outsider.username, password=PASSWORD)
+    client.force_login(outsider)
     for url in urls:
         assert client.get(url).status_code == 403
 

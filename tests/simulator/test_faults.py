@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 
 import asyncssh
 import pytest
@@ -67,7 +68,9 @@ def test_host_key_rotation_presents_a_new_key(sim_fleet: FleetHandle) -> None:
     assert asyncio.run(presented()) == rotated  # the rotated key is generated once and kept
 
 
-def test_crash_on_start_fails_after_a_partial_load(sim_fleet: FleetHandle) -> None:
+def test_crash_on_start_fails_after_a_partial_load(make_fleet: Callable[..., FleetHandle]) -> None:
+    # A load long enough (in simulated seconds) that the partial load is seen before the crash.
+    sim_fleet = make_fleet(1, load_seconds=20)
     sim_fleet.set_fault("gpu-01", "crash_on_start")
     assert sim_fleet.state("gpu-01")["units"][UNIT]["phase"] == "ready"  # running ones keep running
     ssh(sim_fleet, "gpu-01", commands.join(commands.unit_action("restart", UNIT)))

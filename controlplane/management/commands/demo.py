@@ -4,6 +4,9 @@ Migrates, creates the demo users, then runs a simulated fleet (registered), a Ce
 Celery beat and the web server as child processes until Ctrl-C or SIGTERM (as Docker and
 systemd stop it). Every child stops with it, even if the demo itself is killed, and a second
 demo in the same project refuses to start while the first one runs.
+
+What it keeps between runs (its lock, the fleet's keys, beat's schedule and pid file, the
+fallback broker) lives in `.run/`, or in DEMO_RUN_DIR when that is set.
 """
 
 from __future__ import annotations
@@ -62,8 +65,8 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default="127.0.0.1:8000")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        run_dir = Path(settings.BASE_DIR) / ".run"
-        run_dir.mkdir(exist_ok=True)
+        run_dir = Path(os.environ.get("DEMO_RUN_DIR") or Path(settings.BASE_DIR) / ".run")
+        run_dir.mkdir(parents=True, exist_ok=True)
         lock = self._single_instance(run_dir)
         env = self._environment(run_dir)
         call_command("migrate", interactive=False, verbosity=0)
@@ -136,10 +139,13 @@ class Command(BaseCommand):
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         celery = str(Path(py).with_name("celery"))
         fleet = [py, manage, "simfleet", "--hosts", str(options["hosts"]),
-                 "--base-port", str(options["base_port"]), "--register"]  # fmt: skip
+                 "--base-port", str(options["base_port"]), "--register",
+                 "--state-dir", str(run_dir / "simfleet")]  # fmt: skip
+        # No --pidfile: the demo's lock already keeps beat single. A beat stopped by two
+        # signals at once (Ctrl-C reaches the whole group, then the demo's SIGTERM) can leave
+        # its pid file behind, and a later beat refuses to start if that pid is in use again.
         beat = [celery, "-A", "controlplane", "beat", "-l", "warning",
-                "-s", str(run_dir / "celerybeat-schedule"),
-                "--pidfile", str(run_dir / "celerybeat.pid")]  # fmt: skip
+                "-s", str(run_dir / "celerybeat-schedule")]  # fmt: skip
         return [
             ("fleet", fleet),
             ("worker", [celery, "-A", "controlplane", "worker", "-l", "warning", "-c", "2"]),

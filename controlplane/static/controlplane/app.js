@@ -18,3 +18,29 @@
   document.addEventListener("htmx:afterSettle", tick);
   document.addEventListener("DOMContentLoaded", tick);
 })();
+
+// Behaviour that used to sit in attributes (onclick, hx-on, an hx-trigger filter) lives here:
+// the Content-Security-Policy allows scripts from our static files only, with no inline
+// handlers and no eval (which htmx uses for hx-on and for "[...]" trigger filters).
+(function () {
+  // <form data-confirm="question">: ask before submitting.
+  document.addEventListener("submit", function (event) {
+    const question = event.target.dataset && event.target.dataset.confirm;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+  // A poll with data-poll-unless="selector" skips its request while that selector matches
+  // (the fleet table waits while a row polls for its own probe).
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const selector = event.detail.elt.dataset && event.detail.elt.dataset.pollUnless;
+    if (selector && document.querySelector(selector)) event.preventDefault();
+  });
+  // data-reload-after="ms": reload the page that long after the element's request ended.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const delay = event.detail.elt.dataset && event.detail.elt.dataset.reloadAfter;
+    if (delay) {
+      setTimeout(function () {
+        window.location.reload();
+      }, parseInt(delay, 10));
+    }
+  });
+})();

@@ -11,8 +11,24 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from hosts.sudoers import SUDOERS_PATH, EngineInstall, sudoers_entry
+from simulator import catalog
 from simulator.server import SimFleet, host_names
 from simulator.state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS
+
+SUDO_USER = "root"  # deployments.simfleet_registration registers every host as root
+ENGINE_PYTHON = "/opt/vllm/.venv/bin/python3"  # the engine's Python on every simulated host
+
+
+def _sudoers_entry() -> str:
+    """The entry an operator installs on each host (hosts.sudoers), for the user the fleet is
+    registered as. The hosts refuse, as sudo does, whatever it does not allow, so the demo runs
+    on the same terms as a real host set up from the README."""
+    engines = [
+        EngineInstall(python=ENGINE_PYTHON, version=catalog.VLLM_VERSION, source=source)
+        for source in ("", catalog.WHEEL_DIR)
+    ]
+    return sudoers_entry(user=SUDO_USER, environment_files=[catalog.ENV_FILE], engines=engines)
 
 
 def _parse_faults(values: list[str], names: list[str]) -> dict[str, list[str]]:
@@ -71,6 +87,13 @@ class Command(BaseCommand):
             f"(default {DEFAULT_SLOW_SECONDS:g})",
         )
         parser.add_argument(
+            "--time-scale",
+            type=float,
+            default=1.0,
+            help="real seconds per simulated second: 0.01 runs loads, generation and pip 100x "
+            "faster (default 1: as fast as the real hosts the simulator models)",
+        )
+        parser.add_argument(
             "--fault",
             action="append",
             default=[],
@@ -83,6 +106,8 @@ class Command(BaseCommand):
         base_port = options["base_port"]
         if count < 1:
             raise CommandError("--hosts must be at least 1")
+        if not 0 < options["time_scale"] <= 100:
+            raise CommandError("--time-scale must be above 0 and at most 100")
         if not base_port >= 1 or base_port + count - 1 > 65535:
             raise CommandError("--base-port leaves no room for that many hosts")
         names = host_names(count)
@@ -99,7 +124,11 @@ class Command(BaseCommand):
             load_seconds=options["load_seconds"],
             slow_seconds=options["slow_seconds"],
             faults=faults,
+            time_scale=options["time_scale"],
         )
+        entry = _sudoers_entry()
+        for host in fleet.hosts:
+            host.machine.write_file(SUDOERS_PATH, entry)
         if options["register"]:
             from deployments.simfleet_registration import register_fleet
 

@@ -1,0 +1,387 @@
+#!/usr/bin/env python
+"""Probing at fleet size: N simulated hosts at their interval on W Celery worker processes.
+
+    .venv/bin/python bench/probe_scale.py --hosts 10000 --workers 4 --minutes 10 \\
+        --database postgres://postgres@127.0.0.1:5432/controlplane
+
+What runs, all real and all on this machine:
+- the fleet: `--sim-procs` simulator processes (simulator.server.SimFleet), each on a loopback
+  address of its own (127.0.10.k, ports from 20001), so 10,000 hosts need no port above the
+  ephemeral range and nothing collides with tests binding 127.0.0.1;
+- a fresh PostgreSQL database (`controlplane_scale_bench`), migrated, the fleet registered
+  with the function `simfleet --register` uses (or `--reuse` one loaded before);
+- W workers: `celery worker -P threads -c 2`, the way ARCHITECTURE.md says to run probe
+  workers, each with its own probe queue and SSH pool (hosts.services.probe_routing);
+- Celery beat with the product's schedule (the sweep every PROBE_SWEEP_SECONDS, retention,
+  audit checkpoints and verification), on a queue of this run's own.
+
+It samples each worker's CPU time and memory from /proc every 5 s, and after the run reads
+from the database, per host, the gaps between consecutive snapshots in the measured window
+(after `--warmup` seconds, which include the first, cold round) and the age of the newest one
+at the end: the worst of these is the worst snapshot age anyone could have seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / ".run" / "bench-scale"
+BASE_PORT = 20001
+DB_NAME = "controlplane_scale_bench"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# --- the simulated fleet, one slice per process -------------------------------------------
+
+
+def sim_child(index: int, names: list[str], bind: str) -> None:
+    import asyncio
+
+    sys.path.insert(0, str(ROOT))
+    from simulator.server import SimFleet
+
+    fleet = SimFleet(len(names), names=names, base_port=BASE_PORT, bind=bind,
+                     state_dir=STATE / "fleet", load_seconds=0.2)  # fmt: skip
+    info = [{"name": i.name, "port": i.port, "public_key": i.public_key}
+            for i in fleet.registration_info()]  # fmt: skip
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await fleet.start()
+        (STATE / f"sim{index}.json").write_text(json.dumps({"bind": bind, "hosts": info}))
+        await stop.wait()
+        await fleet.stop()
+
+    asyncio.run(serve())
+
+
+def start_fleet(hosts: int, procs: int) -> list[subprocess.Popen[bytes]]:
+    sys.path.insert(0, str(ROOT))
+    from simulator.server import host_names
+
+    names = host_names(hosts)
+    per = -(-hosts // procs)
+    children = []
+    for k in range(procs):
+        (STATE / f"sim{k}.json").unlink(missing_ok=True)
+        chunk = names[k * per : (k + 1) * per]
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--sim-child", str(k), "--bind", f"127.0.10.{k + 1}",
+             "--names", ",".join(chunk)],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        children.append(child)
+        if k == 0:  # the first writes the shared client key; the others read it
+            wait_for(lambda: (STATE / "fleet" / "client_ed25519").exists(), 60, "client key")
+    for k, child in enumerate(children):
+        wait_for(lambda k=k: (STATE / f"sim{k}.json").exists(), 300, f"simulator {k}",
+                 child)  # fmt: skip
+    return children
+
+
+def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+# --- the control plane --------------------------------------------------------------------
+
+
+def fresh_database(url: str, reuse: bool) -> str:
+    import psycopg
+
+    base = url.rpartition("/")[0]
+    if not reuse:
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
+            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    return f"{base}/{DB_NAME}"
+
+
+def django_setup(db_url: str) -> None:
+    os.environ["DATABASE_URL"] = db_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def register(procs: int) -> int:
+    from deployments.simfleet_registration import register_fleet
+    from simulator.ssh_host import SimHostInfo
+
+    key = (STATE / "fleet" / "client_ed25519").read_text()
+    total = 0
+    for k in range(procs):
+        spec = json.loads((STATE / f"sim{k}.json").read_text())
+        infos = [SimHostInfo(h["name"], h["port"], h["public_key"]) for h in spec["hosts"]]
+        for start in range(0, len(infos), 500):
+            total += len(register_fleet(infos[start : start + 500], client_private_key=key,
+                                        address=spec["bind"]))  # fmt: skip
+    return total
+
+
+def celery(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", *args],
+                            cwd=ROOT, env=env, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def proc_sample(pid: int) -> tuple[float, float]:
+    """(CPU seconds, RSS MB) of a process, from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(stat[11]) + int(stat[12])) / CLK_TCK
+    rss = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+    return cpu, rss
+
+
+def postgres_cpu() -> float:
+    """CPU seconds of the whole PostgreSQL server (every database) since it started: the
+    postmaster's own and its reaped backends' (cutime, cstime), plus the live backends'."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(entry, "comm").read_text().strip() != "postgres":
+                continue
+            stat = Path(entry, "stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(stat[11]) + int(stat[12])) / CLK_TCK
+            if stat[1] == "1" or Path(entry, "cmdline").read_bytes().startswith(b"/usr/lib"):
+                total += (int(stat[13]) + int(stat[14])) / CLK_TCK  # children reaped
+        except (OSError, IndexError):
+            continue
+    return total
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg has them."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / CLK_TCK, sum(fields) / CLK_TCK
+
+
+def ages(window_start: float, window_end: float) -> dict[str, float]:
+    """Per-host gaps between consecutive snapshots in the window, and the newest's age at its
+    end: the ages a reader could have seen."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH s AS (
+              SELECT host_id, taken_at,
+                     lag(taken_at) OVER (PARTITION BY host_id ORDER BY taken_at) AS prev
+              FROM hosts_statesnapshot
+              WHERE taken_at >= to_timestamp(%s) - interval '5 minutes'
+                AND taken_at <= to_timestamp(%s)
+                AND host_id IN (SELECT id FROM hosts_host WHERE enabled)
+            ), gaps AS (
+              SELECT host_id, extract(epoch FROM taken_at - prev) AS gap FROM s
+              WHERE prev IS NOT NULL AND taken_at >= to_timestamp(%s)
+              UNION ALL
+              SELECT host_id, %s - extract(epoch FROM max(taken_at)) FROM s GROUP BY host_id
+            )
+            SELECT max(gap), percentile_cont(0.5) WITHIN GROUP (ORDER BY gap),
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY gap),
+                   count(DISTINCT host_id) FROM gaps
+            """,
+            [window_start, window_end, window_start, window_end],
+        )
+        worst, p50, p99, hosts = cursor.fetchone()
+        cursor.execute(
+            "SELECT count(*) FROM hosts_statesnapshot WHERE taken_at >= to_timestamp(%s) "
+            "AND taken_at <= to_timestamp(%s)",
+            [window_start, window_end],
+        )
+        snapshots = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT status, count(*) FROM hosts_statesnapshot WHERE taken_at >= "
+            "to_timestamp(%s) GROUP BY status", [window_start])  # fmt: skip
+        statuses = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT action, count(*) FROM audit_auditevent WHERE created_at >= to_timestamp(%s)"
+            " AND created_at <= to_timestamp(%s) GROUP BY action",
+            [window_start, window_end],
+        )
+        events = dict(cursor.fetchall())
+    return {"worst": float(worst or 0), "p50": float(p50 or 0), "p99": float(p99 or 0),
+            "hosts_seen": hosts, "snapshots": snapshots, "statuses": statuses,
+            "audit_events": events}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict:
+    STATE.mkdir(parents=True, exist_ok=True)
+    db_url = fresh_database(args.database, args.reuse)
+    env = dict(os.environ, DATABASE_URL=db_url)
+    if not args.reuse:
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
+                       check=True)  # fmt: skip
+    sims = start_fleet(args.hosts, args.sim_procs)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        django_setup(db_url)
+        from hosts.models import Host
+        from simulator.server import host_names
+
+        started = time.monotonic()
+        names = host_names(args.hosts)
+        if Host.objects.filter(name__in=names).count() != args.hosts:
+            print(f"registered {register(args.sim_procs)} hosts in "
+                  f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+        # a database loaded for a larger run: only this fleet's hosts are probed
+        Host.objects.exclude(name__in=names).update(enabled=False)
+        Host.objects.filter(name__in=names).update(enabled=True, last_probe_at=None)
+        queue = f"bench-{uuid.uuid4().hex[:8]}"
+        wenv = dict(env, CELERY_TASK_DEFAULT_QUEUE=queue, LOG_LEVEL="WARNING",
+                    AUDIT_CHECKPOINT_DIR=str(STATE / "checkpoints"),
+                    PROBE_CONCURRENCY=str(args.concurrency))  # fmt: skip
+        workers = []
+        for i in range(args.workers):
+            workers.append(celery(
+                ["worker", "-P", "threads", "-c", str(args.threads), "-n", f"probe{i}@%h",
+                 "-Q", queue, "-l", "warning", "--without-gossip", "--without-mingle"],
+                wenv, STATE / f"worker{i}.log"))  # fmt: skip
+        procs += workers
+        time.sleep(8)  # workers up and announced before beat's first sweep
+        procs.append(celery(["beat", "-l", "warning", "-s", str(STATE / "beat-schedule")],
+                            wenv, STATE / "beat.log"))  # fmt: skip
+        t0 = time.time()
+        window_start = t0 + args.warmup
+        end = window_start + args.minutes * 60
+        samples: dict[int, list[tuple[float, float, float]]] = {w.pid: [] for w in workers}
+        sim_cpu0 = None
+        pg_cpu0 = 0.0
+        busy0 = (0.0, 0.0)
+        load0 = loadavg()
+        while time.time() < end:
+            now = time.time()
+            for w in workers:
+                if w.poll() is not None:
+                    raise SystemExit(f"worker {w.pid} exited; see {STATE}/worker*.log")
+                cpu, rss = proc_sample(w.pid)
+                samples[w.pid].append((now, cpu, rss))
+            if sim_cpu0 is None and now >= window_start:
+                sim_cpu0 = sum(proc_sample(s.pid)[0] for s in sims)
+                pg_cpu0 = postgres_cpu()
+                busy0 = machine_busy()
+                load0 = loadavg()
+            time.sleep(5)
+        sim_cpu = sum(proc_sample(s.pid)[0] for s in sims) - (sim_cpu0 or 0)
+        pg_cpu = postgres_cpu() - pg_cpu0
+        busy1 = machine_busy()
+        load = loadavg()
+        finished = time.time()
+        per_worker = []
+        for w in workers:
+            inside = [s for s in samples[w.pid] if s[0] >= window_start]
+            span = inside[-1][0] - inside[0][0]
+            per_worker.append({
+                "cpu_share": (inside[-1][1] - inside[0][1]) / span,
+                "rss_mb_max": max(s[2] for s in inside),
+                "rss_mb_end": inside[-1][2],
+            })  # fmt: skip
+        window = finished - window_start
+        result = {
+            "hosts": args.hosts, "workers": args.workers, "threads": args.threads,
+            "minutes": args.minutes, "per_worker": per_worker,
+            "sim_cpu_share": sim_cpu / window, "postgres_cpu_share": pg_cpu / window,
+            "machine_busy_cores": (busy1[0] - busy0[0]) / window,
+            "machine_cores": os.cpu_count(), "load_average_start": load0,
+            "load_average_end": load,
+            **ages(window_start, finished),
+        }  # fmt: skip
+        total = sum(w["cpu_share"] for w in per_worker)
+        result["worker_cores"] = total
+        result["hosts_per_worker_core"] = args.hosts / total if total else None
+        return result
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for s in sims:
+            s.send_signal(signal.SIGTERM)
+        for s in sims:
+            try:
+                s.wait(30)
+            except subprocess.TimeoutExpired:
+                s.kill()
+
+
+def report(r: dict) -> None:
+    print(f"\n{r['hosts']} hosts, {r['workers']} worker processes (threads pool, "
+          f"{r['threads']} threads), measured {r['minutes']} min after the warm-up")  # fmt: skip
+    print(f"snapshot age: worst {r['worst']:.1f} s, p99 {r['p99']:.1f} s, median "
+          f"{r['p50']:.1f} s  ({r['hosts_seen']} hosts, {r['snapshots']} snapshots)")  # fmt: skip
+    print(f"statuses {r['statuses']}; audit events in the window {r['audit_events']}")
+    print(f"{'worker':>6} {'CPU share':>10} {'RSS max MB':>11} {'RSS end MB':>11}")
+    for i, w in enumerate(r["per_worker"]):
+        print(f"{i:>6} {w['cpu_share']:>10.2f} {w['rss_mb_max']:>11.0f} {w['rss_mb_end']:>11.0f}")
+    print(f"workers together {r['worker_cores']:.2f} cores: "
+          f"{r['hosts_per_worker_core']:.0f} hosts per worker-core at 60 s; simulator "
+          f"{r['sim_cpu_share']:.2f} cores, PostgreSQL {r['postgres_cpu_share']:.2f} cores "
+          f"(all its databases); the whole machine {r['machine_busy_cores']:.2f} "
+          f"of {r['machine_cores']} cores busy")  # fmt: skip
+    print(f"load average (1, 5, 15 min) at the window's start {r['load_average_start']}, "
+          f"at its end {r['load_average_end']}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2, help="per worker (threads pool)")
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--warmup", type=float, default=90, help="seconds before measuring")
+    parser.add_argument("--sim-procs", type=int, default=0, help="default: one per 2,500 hosts")
+    parser.add_argument("--concurrency", type=int, default=200, help="PROBE_CONCURRENCY")
+    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
+    parser.add_argument("--reuse", action="store_true", help="keep the loaded database")
+    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--sim-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--bind", help=argparse.SUPPRESS)
+    parser.add_argument("--names", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.sim_child is not None:
+        sim_child(args.sim_child, args.names.split(","), args.bind)
+        return
+    args.sim_procs = args.sim_procs or max(1, -(-args.hosts // 2500))
+    result = run(args)
+    report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""Storage per host per day, before and after content-addressed raw output, audit-on-change
+and retention; and how long `verify_audit` takes for a year of events at either rate.
+
+    .venv/bin/python bench/storage_scale.py --hosts 1000 --rounds 6 \\
+        --database postgres://postgres@127.0.0.1:5432/controlplane
+
+What it does, on a fresh PostgreSQL database (`controlplane_storage_bench`):
+1. starts `--hosts` simulated hosts (one process per 2,500, on 127.0.10.k) and registers them;
+2. probes them `--rounds` times through `hosts.services.hosts_probe` (trigger "schedule": the
+   path beat's batches take), a minute of the simulated clock apart, and measures what the
+   rounds after the first added on disk: every table and index they write (snapshots, their
+   GIN index, GPU samples, blobs, audit events, hosts), with pg_total_relation_size after a
+   VACUUM of each;
+3. "before" is the same rounds as the product stored them until now: the snapshot row with its
+   raw output inline (measured: the same rows copied into a table of the old shape, raw as
+   JSON) and one audit event per probe (measured: the mean size of a probe.completed event
+   in the audit table, its indexes included);
+4. thins with `snapshots_thin` as if 40 days had passed, and measures what one kept snapshot
+   costs (a snapshot kept past 30 days, with its samples and the blobs only it names);
+5. appends `--events` audit events through `record_many` and times `manage.py verify_audit`
+   on them, to extrapolate a year of events at the before and after rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import probe_scale  # noqa: E402  (the fleet helpers)
+
+DB_NAME = "controlplane_storage_bench"
+TABLES = [
+    "hosts_statesnapshot", "hosts_gpusample", "hosts_snapshotblob", "hosts_host",
+    "hosts_hosthealth", "audit_auditevent",
+]  # fmt: skip
+DAY = 1440  # probes per host per day at 60 s
+
+
+def sizes(cursor) -> dict[str, int]:
+    out = {}
+    for table in TABLES:
+        cursor.execute(f"VACUUM {table}")
+        cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+        out[table] = cursor.fetchone()[0]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+
+    import psycopg
+
+    base = args.database.rpartition("/")[0]
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    db_url = f"{base}/{DB_NAME}"
+    env = dict(os.environ, DATABASE_URL=db_url)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    probe_scale.STATE.mkdir(parents=True, exist_ok=True)
+    procs = max(1, -(-args.hosts // 2500))
+    sims = probe_scale.start_fleet(args.hosts, procs)
+    try:
+        probe_scale.django_setup(db_url)
+        result = measure(args, procs, db_url)
+    finally:
+        for s in sims:
+            s.terminate()
+        for s in sims:
+            s.wait(30)
+    report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
+    import datetime as dt
+
+    import time_machine
+    from django.db import connection
+    from django.utils import timezone
+
+    from controlplane.audit import services as audit
+    from controlplane.audit.actions import AuditAction
+    from controlplane.audit.context import acting
+    from hosts import services
+    from hosts.models import Host, StateSnapshot
+    from hosts.services.retention import snapshots_thin
+
+    probe_scale.register(procs)
+    hosts = list(Host.objects.select_related("credential").prefetch_related("deployments"))
+    start = timezone.now()
+    cursor = connection.cursor()
+
+    def round_at(minute: int) -> list:
+        with time_machine.travel(start + dt.timedelta(minutes=minute), tick=True), \
+                acting("system:beat"):  # fmt: skip
+            return services.hosts_probe(hosts=hosts, trigger="schedule", integrity=False)
+
+    first = round_at(0)
+    first_ids = [s.pk for s in first]
+    base = sizes(cursor)
+    walls = []
+    for minute in range(1, args.rounds):
+        t = time.perf_counter()
+        round_at(minute)
+        walls.append(time.perf_counter() - t)
+    grown = sizes(cursor)
+    probes = args.hosts * (args.rounds - 1)
+    per_probe = {t: (grown[t] - base[t]) / probes for t in TABLES}
+    after_probe = sum(per_probe.values())
+    cursor.execute("SELECT count(*) FROM audit_auditevent")
+    events_total = cursor.fetchone()[0]
+    cursor.execute("SELECT count(*) FROM hosts_statesnapshot WHERE id > %s", [max(first_ids)])
+    later_snapshots = cursor.fetchone()[0]
+    cursor.execute(
+        "SELECT count(*) FROM audit_auditevent WHERE action = 'probe.completed' "
+        "AND snapshot_id > %s", [max(first_ids)])  # fmt: skip
+    later_events = cursor.fetchone()[0]
+
+    # Before: the same snapshots with raw inline, and an audit event for every probe.
+    cursor.execute("DROP TABLE IF EXISTS bench_old_snapshot")
+    cursor.execute("CREATE TABLE bench_old_snapshot (LIKE hosts_statesnapshot INCLUDING ALL)")
+    cursor.execute("ALTER TABLE bench_old_snapshot DROP COLUMN raw_index, ADD COLUMN raw jsonb")
+    cursor.execute("DROP INDEX IF EXISTS bench_old_snapshot_expr_idx")
+    columns = ("id, host_id, taken_at, status, trigger, duration_ms, parsed, digest, error, "
+               "includes_integrity, correlation_id")  # fmt: skip
+    cursor.execute(
+        f"INSERT INTO bench_old_snapshot ({columns}, raw) SELECT {columns}, ("
+        "SELECT jsonb_object_agg(k.key, jsonb_build_object('output', b.output, 'exit_status', "
+        "b.exit_status, 'truncated', b.truncated)) FROM jsonb_each(s.raw_index) k "
+        "JOIN hosts_snapshotblob b ON b.id = (k.value)::bigint) "
+        "FROM hosts_statesnapshot s WHERE s.id > %s", [max(first_ids)])  # fmt: skip
+    cursor.execute("VACUUM bench_old_snapshot")
+    cursor.execute("SELECT pg_total_relation_size('bench_old_snapshot')")
+    old_snapshot = cursor.fetchone()[0] / later_snapshots
+    cursor.execute(
+        "SELECT pg_total_relation_size('audit_auditevent')::float / count(*) FROM "
+        "audit_auditevent")  # fmt: skip
+    per_event = cursor.fetchone()[0]
+    cursor.execute("SELECT avg(pg_column_size(raw)), avg(pg_column_size(parsed)) "
+                   "FROM bench_old_snapshot")  # fmt: skip
+    raw_col, parsed_col = cursor.fetchone()
+    before_probe = old_snapshot + per_probe["hosts_gpusample"] + per_event
+    cursor.execute("DROP TABLE bench_old_snapshot")
+
+    # After retention: what a snapshot kept past 30 days costs.
+    pre_thin = sizes(cursor)
+    cursor.execute("SELECT count(*) FROM hosts_statesnapshot")
+    pre_count = cursor.fetchone()[0]
+    t = time.perf_counter()
+    thinned = snapshots_thin(now=start + dt.timedelta(days=40))
+    thin_wall = time.perf_counter() - t
+    post_thin = sizes(cursor)
+    cursor.execute("SELECT count(*) FROM hosts_statesnapshot")
+    post_count = cursor.fetchone()[0]
+    removed = pre_count - post_count
+    per_removed = sum(pre_thin[t] - post_thin[t] for t in TABLES) / removed if removed else 0
+    kept_per_day = 24
+    steady = kept_per_day * after_probe  # a kept snapshot costs what a probe stored
+    changes_per_day = later_events / (args.hosts * (args.rounds - 1)) * DAY
+
+    # verify_audit: append events through the real chain, then time the command.
+    host = hosts[0]
+    snap = StateSnapshot.objects.filter(host=host).first()
+    batch = [{"action": AuditAction.PROBE_COMPLETED, "target": snap, "host": host,
+              "snapshot": snap, "data": {"status": "ok", "trigger": "schedule",
+                                         "duration_ms": 70}}] * 1000  # fmt: skip
+    t = time.perf_counter()
+    with acting("system:beat"):
+        for _ in range(args.events // 1000):
+            audit.record_many(batch)
+    append_wall = time.perf_counter() - t
+    cursor.execute("SELECT count(*) FROM audit_auditevent")
+    chain = cursor.fetchone()[0]
+    env = dict(os.environ, DATABASE_URL=db_url,
+               AUDIT_CHECKPOINT_DIR=str(probe_scale.STATE / "storage-checkpoints"))  # fmt: skip
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "manage.py", "verify_audit"], cwd=ROOT, env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    verify_wall = time.perf_counter() - t
+    rate = chain / verify_wall
+    year_before = args.hosts * DAY * 365
+    year_after = args.hosts * 365 * max(changes_per_day, 1.0)
+    return {
+        "hosts": args.hosts, "rounds": args.rounds, "round_wall_s": walls,
+        "per_probe_after": per_probe, "after_probe_bytes": after_probe,
+        "old_snapshot_row_bytes": old_snapshot, "raw_column_bytes": raw_col,
+        "parsed_column_bytes": parsed_col, "audit_event_bytes": per_event,
+        "before_probe_bytes": before_probe,
+        "before_host_day": before_probe * DAY, "after_ingest_host_day": after_probe * DAY,
+        "after_steady_host_day": steady + changes_per_day * per_event,
+        "window_per_host_bytes": after_probe * (DAY + 30 * 144),
+        "audit_events_later_rounds": later_events, "events_total_before_append": events_total,
+        "changes_per_host_day": changes_per_day,
+        "thin_wall_s": thin_wall, "thin_removed": removed, "thin_examined": thinned.examined,
+        "thin_blobs_removed": thinned.blobs_removed, "bytes_freed_per_removed": per_removed,
+        "append_events_per_s": args.events / append_wall,
+        "verify_events": chain, "verify_wall_s": verify_wall, "verify_rate": rate,
+        "verify_ok": out.returncode == 0, "verify_out": out.stdout.strip()[-300:],
+        "year_events_before": year_before, "year_events_after": year_after,
+        "year_verify_before_s": year_before / rate, "year_verify_after_s": year_after / rate,
+    }  # fmt: skip
+
+
+def report(r: dict) -> None:
+    kb = 1024
+    print(f"\n{r['hosts']} hosts, {r['rounds']} rounds (the first one not counted); warm "
+          f"rounds took {', '.join(f'{w:.1f}' for w in r['round_wall_s'])} s")  # fmt: skip
+    print("bytes one scheduled probe adds, after:")
+    for table, b in r["per_probe_after"].items():
+        print(f"  {table:<22} {b:>9.0f}")
+    print(f"  {'total':<22} {r['after_probe_bytes']:>9.0f}")
+    print(f"before: snapshot row with raw inline {r['old_snapshot_row_bytes']:.0f} B (raw "
+          f"column {r['raw_column_bytes']:.0f} B, parsed {r['parsed_column_bytes']:.0f} B "
+          f"as stored), an audit event {r['audit_event_bytes']:.0f} B, total "
+          f"{r['before_probe_bytes']:.0f} B per probe")  # fmt: skip
+    print(f"per host per day: before {r['before_host_day'] / kb / kb:.1f} MB; after, the "
+          f"first 24 h {r['after_ingest_host_day'] / kb / kb:.1f} MB (kept whole for a day), "
+          f"then {r['after_steady_host_day'] / kb:.0f} KB a day for ever (24 kept snapshots "
+          f"and {r['changes_per_host_day']:.2f} audit events); bounded window per host (24 h "
+          f"+ 30 days at 10 min) {r['window_per_host_bytes'] / kb / kb:.1f} MB")  # fmt: skip
+    print(f"audit events written by the counted rounds: {r['audit_events_later_rounds']}")
+    print(f"retention at +40 days: examined {r['thin_examined']}, removed {r['thin_removed']} "
+          f"snapshots and {r['thin_blobs_removed']} blobs in {r['thin_wall_s']:.1f} s, "
+          f"{r['bytes_freed_per_removed']:.0f} B freed per removed snapshot")  # fmt: skip
+    print(f"verify_audit: {r['verify_events']} events in {r['verify_wall_s']:.1f} s "
+          f"({r['verify_rate']:.0f} events/s, ok={r['verify_ok']}); a year at 1,000 hosts: "
+          f"before {r['year_events_before'] / 1e6:.0f} M events, "
+          f"{r['year_verify_before_s'] / 60:.0f} min; after {r['year_events_after'] / 1e6:.2f}"
+          f" M events, {r['year_verify_after_s']:.1f} s (extrapolated, linear)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Running the coherence suite and the serving benchmark as logged steps of a change job.
+
+Every request is one command through the job's HostShell (fenced by the lease, renewed while it
+runs) and ends within JOB_COMMAND_TIMEOUT_SECONDS: curl's own limit for a check, the client's
+--timeout for a benchmark level. Each run is an Evaluation row, opened when it starts and
+closed however it ends. A run reports what it found; the caller (deployments.verification, the
+runner's baseline) decides what a failure means for the change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+
+from hosts import engine_commands, parsers
+from hosts.ssh import SSHFailure
+
+from ..choices import CheckKind, EvaluationKind, EvaluationPhase
+from ..host_scripts import SERVING_BENCH
+from ..job import Job
+from ..models import CoherenceCheck, DeploymentRevision, Evaluation, JobStep
+from . import benchmark, coherence, selectors
+
+PHASE_PREFIX: dict[str, str] = {
+    EvaluationPhase.BASELINE: "baseline: ",
+    EvaluationPhase.AFTER: "",
+    EvaluationPhase.RESTORE: "restored: ",
+    EvaluationPhase.ON_DEMAND: "",
+}
+
+
+class _StepFailed(Exception):
+    """Marks a step failed in the journal without ending the job (caught right outside it)."""
+
+
+def served_name(revision: DeploymentRevision) -> str:
+    plan = revision.plan
+    return plan.served_names[0] if plan.served_names else revision.model.served_name
+
+
+@contextlib.contextmanager
+def _recorded(job: Job, evaluation: Evaluation) -> Iterator[None]:
+    """Close the row however the run ends: an SSH failure or a lost lease still leaves a
+    finished evaluation saying it did not finish."""
+    try:
+        yield
+    except _StepFailed:
+        raise
+    except BaseException as exc:
+        evaluation.finished_at = job.clock.now()
+        evaluation.passed = None
+        evaluation.summary = f"did not finish: {exc}"[:2000]
+        evaluation.save(update_fields=["finished_at", "passed", "summary"])
+        raise
+
+
+def _open(
+    job: Job, revision: DeploymentRevision, phase: str, kind: str, profile_id: int | None = None
+) -> Evaluation:
+    return Evaluation.objects.create(
+        deployment=job.deployment,
+        revision=revision,
+        change=job.change,
+        phase=phase,
+        kind=kind,
+        profile_id=profile_id,
+        started_at=job.clock.now(),
+    )
+
+
+def _close(
+    job: Job, evaluation: Evaluation, passed: bool, summary: str, results: dict[str, Any]
+) -> None:
+    evaluation.finished_at = job.clock.now()
+    evaluation.passed = passed
+    evaluation.summary = summary[:2000]
+    evaluation.results = results
+    evaluation.save(update_fields=["finished_at", "passed", "summary", "results"])
+
+
+def _ask(job: Job, step: JobStep, check: CoherenceCheck, served: str) -> coherence.Answer:
+    """One request of a check, through curl on the host (body on stdin)."""
+    endpoint, body = coherence.request_for(check, served)
+    limit = settings.JOB_COMMAND_TIMEOUT_SECONDS
+    argv = engine_commands.api_request(job.port, endpoint, max_seconds=max(1, limit - 5))
+    result = job.shell.run(step, argv, stdin=json.dumps(body), timeout=limit)
+    http = parsers.parse_http(result.stdout)
+    if http.status != 200:
+        return coherence.Answer(error=f"HTTP {http.status}: {http.error or http.body[:160]}")
+    try:
+        payload = json.loads(http.body)
+    except ValueError:
+        return coherence.Answer(error="the answer is not JSON")
+    return coherence.answer_from(endpoint, payload)
+
+
+def coherence_run(job: Job, revision: DeploymentRevision, phase: str) -> Evaluation:
+    """The model's suite against what serves now; the Evaluation says whether it passed."""
+    checks = coherence.suite_for(revision.model)
+    served = served_name(revision)
+    evaluation = _open(job, revision, phase, EvaluationKind.COHERENCE)
+    name = f"{PHASE_PREFIX[phase]}coherence suite on revision {revision.number}"
+    with contextlib.suppress(_StepFailed), _recorded(job, evaluation), job.step(name) as step:
+        results: list[dict[str, Any]] = []
+        compare = [c for c in checks if c.kind == CheckKind.PREVIOUS_REVISION]
+        for check in (c for c in checks if c.kind != CheckKind.PREVIOUS_REVISION):
+            times = 2 if check.kind == CheckKind.DETERMINISM else 1
+            answers = [_ask(job, step, check, served) for _ in range(times)]
+            results.append(coherence.result_row(check, answers, coherence.judge(check, answers)))
+        for check in compare:
+            judged = coherence.compare_with(results, selectors.previous_suite(evaluation))
+            results.append(coherence.result_row(check, [], judged))
+        passed, summary = coherence.suite_summary(results)
+        _close(job, evaluation, passed, summary, {"checks": results, "served_name": served})
+        lines = [f"{r['outcome']:>12}  {r['name']}: {r['detail']}" for r in results]
+        step.output = "\n".join([summary, *lines])
+        if not passed:
+            raise _StepFailed(summary)
+    return evaluation
+
+
+def benchmark_run(
+    job: Job, revision: DeploymentRevision, phase: str, definition: dict[str, Any]
+) -> Evaluation:
+    """The profile's concurrency levels, one step and one command each. A level that cannot
+    reach the host ends the run (the rest would not either); the change goes on."""
+    served = served_name(revision)
+    evaluation = _open(job, revision, phase, EvaluationKind.BENCHMARK, definition.get("id"))
+    plan = benchmark.levels(
+        definition,
+        engine_python=job.deployment.engine_python,
+        port=job.port,
+        served_name=served,
+        command_limit=float(settings.JOB_COMMAND_TIMEOUT_SECONDS),
+    )
+    results: list[dict[str, Any]] = []
+    with _recorded(job, evaluation):
+        for level in plan:
+            row = _bench_level(job, phase, definition["name"], level)
+            results.append(row)
+            if row.get("unreachable"):
+                break
+        passed, summary = benchmark.run_summary(results, len(plan))
+        stored = {"profile": definition, "levels": results, "served_name": served}
+        _close(job, evaluation, passed, summary, stored)
+    return evaluation
+
+
+def _bench_level(job: Job, phase: str, profile: str, level: benchmark.Level) -> dict[str, Any]:
+    name = f"{PHASE_PREFIX[phase]}benchmark {profile!r}: {level.concurrency} concurrent"
+    row: dict[str, Any] = {"concurrency": level.concurrency, "error": "did not run"}
+    with contextlib.suppress(_StepFailed), job.step(name) as step:
+        try:
+            result = job.shell.run(step, level.argv, stdin=SERVING_BENCH, timeout=level.timeout)
+        except SSHFailure as failure:
+            row = {"concurrency": level.concurrency, "error": failure.message, "unreachable": True}
+        else:
+            row = benchmark.level_result(level.concurrency, result.stdout)
+            if result.exit_status != 0:
+                row = {
+                    "concurrency": level.concurrency,
+                    "error": f"exited {result.exit_status}: {result.stderr.strip()[-200:]}",
+                }
+        why = benchmark.level_failed(row)
+        step.output = why or (
+            f"{row['output_tok_s']:,.1f} output tok/s, {row['requests_s']:.2f} req/s, TTFT p50 "
+            f"{row['ttft_ms']['p50']:.0f} ms, ITL p50 {row['itl_ms']['p50'] or 0:.1f} ms"
+        )
+        if why:
+            raise _StepFailed(why)
+    return row

@@ -1,0 +1,293 @@
+"""A host's health verdict, from all the evidence, in one place. Pure: evidence in, verdict out.
+
+healthy: everything the control plane can see checks out. degraded: it serves, but something an
+engineer would want to know is off (patched engine files, a rolled-back change, drift from the
+deployed revision, facts it could not read, a foreign process on the GPUs). failed: it does not
+serve as declared (unit failed or missing, GPU driver down, fewer GPUs than the parallelism
+needs, a failed change, an incoherent model, a changed host key). unknown: the control plane
+cannot tell (never probed, unreachable, no recent snapshot, host key not accepted); the last
+known good state is named so that nobody reads "unknown" as "fine".
+
+deployments.services.health gathers the evidence and stores the verdict; every page, /metrics
+and the webhooks read the stored verdict, never recompute it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from hosts.choices import VERDICT_SEVERITY as SEVERITY
+from hosts.choices import Verdict
+from hosts.state import HostState, IntegrityReport
+
+from .serving_plan import ServingPlan
+
+HEALTHY, DEGRADED, UNKNOWN, FAILED = (
+    Verdict.HEALTHY,
+    Verdict.DEGRADED,
+    Verdict.UNKNOWN,
+    Verdict.FAILED,
+)
+# A snapshot older than this many probe intervals (plus a minute) no longer tells the truth.
+STALE_INTERVALS = 3
+
+
+@dataclass(frozen=True)
+class Reason:
+    level: str  # degraded | unknown | failed
+    code: str  # machine-readable, e.g. "engine_patched"
+    text: str  # what a person reads
+
+    def as_dict(self) -> dict[str, str]:
+        return {"level": self.level, "code": self.code, "text": self.text}
+
+
+@dataclass(frozen=True)
+class ChangeOutcome:
+    pk: int
+    kind: str
+    status: str
+    reason: str
+    by: str
+    finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The latest coherence suite / benchmark of the serving revision, against its baseline."""
+
+    coherent: bool | None = None
+    failures: tuple[str, ...] = ()
+    throughput_ratio: float | None = None  # measured / the revision's own baseline
+    at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class UnitEvidence:
+    unit: str
+    model_label: str  # "moonshotai/Kimi-K2.5 (INT4)"
+    plan: ServingPlan | None  # what the deployed revision serves
+    expected_unit_sha256: str | None
+    last_change: ChangeOutcome | None = None
+    integrity: IntegrityReport | None = None
+    evaluation: Evaluation | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotFacts:
+    pk: int
+    status: str
+    taken_at: dt.datetime
+    error: str
+    state: HostState
+
+
+@dataclass(frozen=True)
+class HostEvidence:
+    name: str
+    key_status: str  # hosts.choices.HostKeyStatus
+    probe_interval_seconds: int
+    now: dt.datetime
+    snapshot: SnapshotFacts | None
+    last_good: SnapshotFacts | None = None
+    units: tuple[UnitEvidence, ...] = ()
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    verdict: str
+    reasons: tuple[Reason, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "reasons": [r.as_dict() for r in self.reasons]}
+
+
+def evaluate(evidence: HostEvidence) -> HealthVerdict:
+    reasons = _host_reasons(evidence)
+    snapshot = evidence.snapshot
+    if snapshot is not None and snapshot.status in {"ok", "partial"}:
+        reasons += _snapshot_reasons(snapshot)
+        for unit in evidence.units:
+            reasons += _unit_reasons(unit, snapshot.state)
+    if not reasons:
+        return HealthVerdict(HEALTHY)
+    worst = max(reasons, key=lambda r: SEVERITY[r.level]).level
+    ordered = sorted(reasons, key=lambda r: -SEVERITY[r.level])
+    return HealthVerdict(worst, tuple(ordered))
+
+
+def _age(now: dt.datetime, then: dt.datetime) -> str:
+    seconds = max(0, int((now - then).total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def _host_reasons(evidence: HostEvidence) -> list[Reason]:
+    """Whether the control plane can see the host at all."""
+    if evidence.key_status == "changed":
+        return [Reason(FAILED, "host_key_changed", "the host key changed: every command is "
+                       "blocked until an administrator accepts the new key")]  # fmt: skip
+    if evidence.key_status == "unknown":
+        return [Reason(UNKNOWN, "host_key_unknown", "the host key is not accepted yet")]
+    snapshot = evidence.snapshot
+    if snapshot is None:
+        return [Reason(UNKNOWN, "never_probed", "never probed")]
+    now = evidence.now
+    if snapshot.status not in {"ok", "partial"}:
+        last = evidence.last_good
+        known = (
+            f"; last known good: snapshot #{last.pk}, {_age(now, last.taken_at)} ago"
+            if last is not None
+            else "; no good snapshot on record"
+        )
+        text = f"{snapshot.status.replace('_', ' ')} for {_age(now, snapshot.taken_at)}"
+        detail = f"; {snapshot.error[:160]}" if snapshot.error else ""
+        return [Reason(UNKNOWN, snapshot.status, f"{text}{known}{detail}")]
+    limit = dt.timedelta(seconds=STALE_INTERVALS * evidence.probe_interval_seconds + 60)
+    if now - snapshot.taken_at > limit:
+        return [Reason(UNKNOWN, "stale", f"no snapshot for {_age(now, snapshot.taken_at)} "
+                       f"(probes every {evidence.probe_interval_seconds} s)")]  # fmt: skip
+    return []
+
+
+def _snapshot_reasons(snapshot: SnapshotFacts) -> list[Reason]:
+    """Sections of the probe that could not be read: one reason per distinct error (a driver
+    failure fails every nvidia-smi section with the same message)."""
+    sections: dict[str, list[str]] = {}
+    for problem in snapshot.state.problems:
+        sections.setdefault(problem.message, []).append(problem.section)
+    reasons = []
+    for message, names in sections.items():
+        if {"gpus", "gpu_details"} & set(names) and not snapshot.state.gpus:
+            reasons.append(Reason(FAILED, "gpu_driver", f"GPUs unreadable: {message}"))
+        else:
+            reasons.append(Reason(DEGRADED, "unreadable", f"{', '.join(names)}: {message}"))
+    return reasons
+
+
+def _unit_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
+    return [
+        *_service_reasons(unit, state),
+        *_gpu_reasons(unit, state),
+        *_drift_reasons(unit, state),
+        *_integrity_reasons(unit),
+        *_change_reasons(unit),
+        *_evaluation_reasons(unit),
+    ]
+
+
+def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
+    name = unit.unit
+    service = state.unit_state(name)
+    if service.load_state in (None, "not-found"):
+        return [Reason(FAILED, "unit_missing", f"{name} is not on the host")]
+    active = service.active_state
+    if active == "failed":
+        return [Reason(FAILED, "service_failed", f"{name} failed")]
+    if active in {"inactive", "deactivating"}:
+        change = unit.last_change
+        if change is not None and change.kind == "stop" and change.status == "succeeded":
+            return [Reason(DEGRADED, "stopped", f"{name} stopped by change #{change.pk} "
+                           f"({change.by})")]  # fmt: skip
+        return [Reason(FAILED, "service_inactive", f"{name} is {active}")]
+    server = state.server(name)
+    if active == "activating" or not server.healthy:
+        status = server.health_http_status
+        said = f"/health answered {status}" if status else "/health does not answer"
+        return [Reason(DEGRADED, "not_healthy", f"{name} is {active}; {said}")]
+    return []
+
+
+def _gpu_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
+    reasons = []
+    needed = unit.plan.gpus_needed if unit.plan is not None else 0
+    if state.gpus and len(state.gpus) < needed:
+        reasons.append(Reason(FAILED, "gpus_missing", f"{len(state.gpus)} GPUs visible; "
+                              f"{unit.unit} needs {needed}"))  # fmt: skip
+    foreign = {a.pid: a for apps in state.foreign_processes(unit.unit).values() for a in apps}
+    if foreign:
+        shown = ", ".join(
+            f"{a.process_name} (pid {a.pid}, {a.unit or 'unknown unit'})"
+            for a in list(foreign.values())[:3]
+        )
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        reasons.append(
+            Reason(DEGRADED, "foreign_gpu_processes", f"GPU processes outside {unit.unit}: "
+                   f"{shown}{more}")
+        )  # fmt: skip
+    return reasons
+
+
+def _drift_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
+    """What serves differs from the revision the control plane believes is deployed."""
+    reasons = []
+    dep = state.deployments.get(unit.unit)
+    actual = dep.unit_file_sha256 if dep is not None else None
+    if unit.expected_unit_sha256 and actual and actual != unit.expected_unit_sha256:
+        reasons.append(Reason(DEGRADED, "unit_file_drift", f"{unit.unit} differs from the "
+                              "deployed revision (edited on the host)"))  # fmt: skip
+    plan, server = unit.plan, state.server(unit.unit)
+    if (
+        plan is not None
+        and plan.model
+        and server.healthy
+        and server.model_roots
+        and plan.model not in server.model_roots
+    ):
+        reasons.append(Reason(FAILED, "model_drift", f"serves {', '.join(server.model_roots)}; "
+                              f"the deployed revision serves {plan.model}"))  # fmt: skip
+    return reasons
+
+
+def _integrity_reasons(unit: UnitEvidence) -> list[Reason]:
+    report = unit.integrity
+    if report is None:
+        return []
+    if report.error:
+        return [Reason(DEGRADED, "integrity_unreadable", f"engine check: {report.error}")]
+    if report.clean:
+        return []
+    parts = []
+    for label, files in (("modified", report.modified), ("missing", report.missing),
+                         ("added", report.added)):  # fmt: skip
+        if files:
+            parts.append(f"{len(files)} {label} ({', '.join(files[:2])})")
+    engine = f"{report.dist} {report.version}" if report.dist else "the engine"
+    return [Reason(DEGRADED, "engine_patched", f"{engine} differs from its install: "
+                   f"{'; '.join(parts)}")]  # fmt: skip
+
+
+def _change_reasons(unit: UnitEvidence) -> list[Reason]:
+    change = unit.last_change
+    if change is None:
+        return []
+    said = f"change #{change.pk} ({change.kind}, {change.by})"
+    if change.status == "failed":
+        return [Reason(FAILED, "change_failed", f"{said} failed: {change.reason[:200]}")]
+    if change.status == "rolled_back":
+        return [Reason(DEGRADED, "change_rolled_back", f"{said} was rolled back: "
+                       f"{change.reason[:200]}")]  # fmt: skip
+    if change.status == "interrupted":
+        return [Reason(DEGRADED, "change_interrupted", f"{said} was interrupted; check the "
+                       "host before the next change")]  # fmt: skip
+    return []
+
+
+def _evaluation_reasons(unit: UnitEvidence) -> list[Reason]:
+    evaluation = unit.evaluation
+    if evaluation is None:
+        return []
+    reasons = []
+    if evaluation.coherent is False:
+        failed = ", ".join(evaluation.failures[:3]) or "the coherence suite"
+        reasons.append(Reason(FAILED, "incoherent", f"{unit.model_label} failed {failed}"))
+    ratio = evaluation.throughput_ratio
+    if ratio is not None and ratio < 0.9:
+        reasons.append(Reason(DEGRADED, "slow", f"{unit.model_label} serves {ratio:.0%} of its "
+                              "revision's baseline throughput"))  # fmt: skip
+    return reasons

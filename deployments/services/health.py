@@ -1,0 +1,223 @@
+"""Keeping every host's health verdict current: gather the evidence, decide (deployments.health),
+store it on HostHealth, and record a transition in the audit log (webhooks follow from there).
+
+Called after each probe round (for the hosts it probed) and after each change job ends. A probe
+round of hundreds of hosts gathers its evidence in a handful of queries, not per host.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max, OuterRef, Subquery
+from django.utils import timezone
+
+from controlplane.audit import services as audit
+from controlplane.audit.actions import AuditAction
+from hosts.choices import VERDICT_SEVERITY, SnapshotStatus
+from hosts.models import Host, HostHealth, StateSnapshot
+
+from .. import health
+from ..choices import FINAL_STATUSES, ChangeStatus
+from ..evaluation.selectors import health_evaluations
+from ..models import ChangeRequest, Deployment
+
+
+def hosts_health_update(
+    *, hosts: Iterable[Host], now: dt.datetime | None = None, ended_change: int | None = None
+) -> list[HostHealth]:
+    """Re-decide the verdict of `hosts` from what is stored now.
+
+    A transition while a change runs on the host (or as it ends: `ended_change`) is recorded
+    with that change's id, so notifications leave it to the job's own outcome message.
+    """
+    now = now or timezone.now()
+    hosts = list(hosts)
+    if not hosts:
+        return []
+    evidence = _evidence(hosts, now)
+    stored = {h.host_id: h for h in HostHealth.objects.filter(host__in=hosts)}
+    running = dict(
+        ChangeRequest.objects.filter(host__in=hosts, status=ChangeStatus.RUNNING).values_list(
+            "host_id", "pk"
+        )
+    )
+    updated = []
+    for host in hosts:
+        facts, serving, last_change = evidence[host.pk]
+        verdict = health.evaluate(facts)
+        during = ended_change or running.get(host.pk)
+        previous = stored.get(host.pk)
+        updated.append(_store(host, verdict, facts, previous, now, (serving, last_change), during))
+    return updated
+
+
+def host_health_update(
+    *, host: Host, now: dt.datetime | None = None, ended_change: int | None = None
+) -> HostHealth:
+    return hosts_health_update(hosts=[host], now=now, ended_change=ended_change)[0]
+
+
+def _store(
+    host: Host,
+    verdict: health.HealthVerdict,
+    facts: health.HostEvidence,
+    previous: HostHealth | None,
+    now: dt.datetime,
+    labels: tuple[str, str],
+    during_change: int | None,
+) -> HostHealth:
+    serving, last_change = labels
+    reasons = [r.as_dict() for r in verdict.reasons]
+    changed = previous is None or previous.verdict != verdict.verdict
+    row = previous or HostHealth(host=host, since=now)
+    before = previous.verdict if previous is not None else None
+    row.verdict = verdict.verdict
+    row.severity = VERDICT_SEVERITY[verdict.verdict]
+    row.reasons = reasons
+    row.computed_at = now
+    row.snapshot_id = facts.snapshot.pk if facts.snapshot else None
+    row.last_good_snapshot_id = facts.last_good.pk if facts.last_good else None
+    row.serving = serving[:300]
+    row.last_change = last_change[:300]
+    if changed:
+        row.since = now
+    with transaction.atomic():
+        row.save()
+        if changed and before is not None:
+            audit.record(
+                action=AuditAction.HOST_VERDICT_CHANGED,
+                target=host,
+                host=host,
+                data={
+                    "before": before,
+                    "after": verdict.verdict,
+                    "reasons": reasons,
+                    "during_change": during_change,
+                },
+            )
+    return row
+
+
+def _evidence(
+    hosts: list[Host], now: dt.datetime
+) -> dict[int, tuple[health.HostEvidence, str, str]]:
+    latest = _latest_snapshots(hosts)
+    needs_last_good = [h.pk for h in hosts if getattr(latest.get(h.pk), "status", None) != "ok"]
+    last_good = _latest_snapshots_where(needs_last_good, status=SnapshotStatus.OK)
+    integrity = _latest_snapshots_where([h.pk for h in hosts], includes_integrity=True)
+    deployments = list(
+        Deployment.objects.filter(host__in=hosts).select_related("model", "current_revision__model")
+    )
+    changes = _last_finished_changes(deployments)
+    evaluations = health_evaluations(deployments)
+    out = {}
+    for host in hosts:
+        units = []
+        labels, change_texts = [], []
+        for dep in (d for d in deployments if d.host_id == host.pk):
+            unit, label, change_text = _unit_evidence(
+                dep, changes.get(dep.pk), integrity, evaluations.get(dep.pk)
+            )
+            units.append(unit)
+            labels.append(label)
+            change_texts.append(change_text)
+        current = latest.get(host.pk)
+        good = current if current is not None and current.status == "ok" else None
+        facts = health.HostEvidence(
+            name=host.name,
+            key_status=host.host_key_status,
+            probe_interval_seconds=host.probe_interval_seconds,
+            now=now,
+            snapshot=_facts(current),
+            last_good=_facts(good or last_good.get(host.pk)),
+            units=tuple(units),
+        )
+        out[host.pk] = (facts, "; ".join(labels), "; ".join(t for t in change_texts if t))
+    return out
+
+
+def _unit_evidence(
+    dep: Deployment,
+    change: ChangeRequest | None,
+    integrity: dict[int, StateSnapshot],
+    evaluation: health.Evaluation | None = None,
+) -> tuple[health.UnitEvidence, str, str]:
+    revision = dep.current_revision
+    model = revision.model if revision is not None else dep.model
+    plan = revision.plan if revision is not None else None
+    label = f"{model.served_name} · {model.name} ({model.variant})"
+    report = None
+    checked = integrity.get(dep.host_id)
+    if checked is not None:
+        dep_state = checked.state().deployments.get(dep.unit)
+        report = dep_state.integrity if dep_state is not None else None
+    outcome = None
+    change_text = ""
+    if change is not None:
+        outcome = health.ChangeOutcome(
+            pk=change.pk, kind=change.get_kind_display(), status=change.status,
+            reason=change.status_reason, by=change.requested_by_name,
+            finished_at=change.finished_at,
+        )  # fmt: skip
+        change_text = f"#{change.pk} {change.get_kind_display()}: {change.get_status_display()}"
+    unit = health.UnitEvidence(
+        unit=dep.unit,
+        model_label=label,
+        plan=plan,
+        expected_unit_sha256=revision.unit_sha256 if revision is not None else None,
+        last_change=outcome,
+        integrity=report,
+        evaluation=evaluation,
+    )
+    return unit, label, change_text
+
+
+def _facts(snapshot: StateSnapshot | None) -> health.SnapshotFacts | None:
+    if snapshot is None:
+        return None
+    return health.SnapshotFacts(
+        pk=snapshot.pk,
+        status=snapshot.status,
+        taken_at=snapshot.taken_at,
+        error=snapshot.error,
+        state=snapshot.state(),
+    )
+
+
+def _latest_snapshots(hosts: list[Host]) -> dict[int, StateSnapshot]:
+    return _latest_snapshots_where([h.pk for h in hosts])
+
+
+def _latest_snapshots_where(host_ids: list[int], **where: Any) -> dict[int, StateSnapshot]:
+    """The newest snapshot per host matching `where`, in one query."""
+    if not host_ids:
+        return {}
+    newest = (
+        StateSnapshot.objects.filter(host=OuterRef("pk"), **where)
+        .order_by("-taken_at", "-id")
+        .values("id")[:1]
+    )
+    ids = (
+        Host.objects.filter(pk__in=host_ids)
+        .annotate(newest=Subquery(newest))
+        .values_list("newest", flat=True)
+    )
+    rows = StateSnapshot.objects.filter(pk__in=[i for i in ids if i is not None])
+    return {s.host_id: s for s in rows}
+
+
+def _last_finished_changes(deployments: list[Deployment]) -> dict[int, ChangeRequest]:
+    """Per deployment, its most recently finished change (which decides "last change")."""
+    if not deployments:
+        return {}
+    finished = ChangeRequest.objects.filter(
+        deployment__in=deployments, status__in=FINAL_STATUSES, finished_at__isnull=False
+    ).exclude(status__in=[ChangeStatus.REJECTED, ChangeStatus.CANCELLED])
+    last = finished.values("deployment_id").annotate(at=Max("finished_at"))
+    wanted = {(row["deployment_id"], row["at"]) for row in last}
+    rows = finished.filter(finished_at__in=[at for _, at in wanted])
+    return {c.deployment_id: c for c in rows if (c.deployment_id, c.finished_at) in wanted}

@@ -1,0 +1,28 @@
+"""Forms parse and validate input; the rules live in hosts.services."""
+
+from __future__ import annotations
+
+from django import forms
+
+from .choices import Verdict
+
+SORTS = {"verdict": "worst first", "name": "name", "age": "oldest snapshot first"}
+
+
+class FleetFilterForm(forms.Form):
+    """The fleet page's filters (GET: it changes nothing, so it carries no CSRF token)."""
+
+    verdict = forms.ChoiceField(choices=[("", "any verdict"), *Verdict.choices], required=False)
+    q = forms.CharField(required=False, max_length=63, label="host name contains")
+    sort = forms.ChoiceField(choices=list(SORTS.items()), required=False)
+    page = forms.IntegerField(required=False, min_value=1, max_value=100_000)
+
+
+class ProbeForm(forms.Form):
+    integrity = forms.BooleanField(required=False)
+    view = forms.ChoiceField(choices=[("row", "row"), ("detail", "detail")], required=False)
+
+
+class HostKeyAcceptForm(forms.Form):
+    fingerprint = forms.CharField(max_length=200)
+    reason = forms.CharField(max_length=2000)

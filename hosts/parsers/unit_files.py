@@ -1,0 +1,206 @@
+"""`systemctl cat`: a unit's fragment and drop-ins, the environment files they name, and
+redacting the secrets a unit file may carry."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .common import ParseError, first_line
+from .envfiles import REDACTED, is_secret_key
+
+_NO_FILES_RE = re.compile(r"No files found for \S+\.")
+_HEADER_RE = re.compile(r"# (/\S*)")
+# systemctl cat warns on stderr (folded into the section) before the files when the loaded
+# unit is older than the files on disk: `# Warning: <unit> changed on disk, ...`.
+_WARNING_PREFIX = "# "
+
+
+def parse_systemctl_cat(text: str, expected: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """(path, contents) of each file `systemctl cat` printed: the fragment, then each drop-in.
+
+    systemctl prints `# <path>` before each file and a newline before every header but the
+    first, and copies each file byte for byte. Where the files start is known from `expected`
+    (FragmentPath and DropInPaths from `systemctl show`), so a comment inside a file that
+    looks like a header cannot split it. Without `expected`, a `# /path` line that opens the
+    output or follows an empty line is taken as a header. `No files found for <unit>.` (the
+    unit does not exist) is an empty list.
+    """
+    if _NO_FILES_RE.fullmatch(text.strip()):
+        return []
+    if not text.strip():
+        raise ParseError("systemctl cat printed nothing")
+    if expected is None:
+        expected = _headers(text)
+    if not expected:  # quoted redacted: it may be a unit file's line after all
+        shown = redact_unit_text(first_line(text))
+        raise ParseError(f"no `# /path` line in systemctl cat output: {shown!r}")
+    start = _find_header(text, expected[0], 0, first=True)
+    preamble = text[:start]
+    if any(line and not line.startswith(_WARNING_PREFIX) for line in preamble.split("\n")):
+        lines = len(preamble.splitlines())
+        raise ParseError(f"{lines} unexpected lines before {expected[0]} in systemctl cat output")
+    files: list[tuple[str, str]] = []
+    for i, path in enumerate(expected):
+        body = start + len(f"# {path}\n")
+        if i + 1 < len(expected):
+            start = _find_header(text, expected[i + 1], body, first=False)
+            files.append((path, text[body:start]))
+            start += 1  # the newline systemctl prints before each later header
+        else:
+            files.append((path, text[body:]))
+    return files
+
+
+def _find_header(text: str, path: str, pos: int, *, first: bool) -> int:
+    """Where a header is. The first opens the output or a line; a later one is searched as
+    `\\n# <path>\\n` from `pos` and its index is that of the newline systemctl adds between
+    files, so the separator is not taken as part of the file before it."""
+    header = f"# {path}\n"
+    if first and text.startswith(header):
+        return 0
+    found = text.find("\n" + header, pos)
+    if found < 0:
+        raise ParseError(f"systemctl cat did not print {path}")
+    return found + 1 if first else found
+
+
+def _headers(text: str) -> list[str]:
+    """Header paths when `systemctl show` could not say which files to expect: `# /path`
+    lines that open the output, follow the warning preamble, or follow an empty line."""
+    paths: list[str] = []
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        match = _HEADER_RE.fullmatch(line)
+        if match is None:
+            continue
+        previous = lines[index - 1] if index else ""
+        if previous == "" or (not paths and previous.startswith(_WARNING_PREFIX)):
+            paths.append(match.group(1))
+    return paths
+
+
+def environment_file_names(texts: Sequence[str]) -> list[str]:
+    """EnvironmentFile= of the [Service] section across a fragment and its drop-ins, in the
+    order systemd reads them, in systemd's notation (`-/path`: optional). An empty assignment
+    resets the list, as it does for systemd."""
+    names: list[str] = []
+    for text in texts:
+        section = ""
+        for line in _logical_lines(text):
+            stripped = line.strip()
+            if not stripped or stripped[0] in "#;":
+                continue
+            if stripped.startswith("[") and stripped.endswith("]"):
+                section = stripped[1:-1]
+                continue
+            key, eq, value = stripped.partition("=")
+            if not eq or section != "Service" or key.strip() != "EnvironmentFile":
+                continue
+            value = value.strip()
+            if value:
+                names.append(value)
+            else:
+                names.clear()
+    return names
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines with backslash continuations joined, as systemd reads unit files."""
+    lines: list[str] = []
+    pending = ""
+    for raw in text.split("\n"):
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+# --- secrets in unit files -----------------------------------------------------------------
+
+_ENVIRONMENT_RE = re.compile(r"(\s*Environment\s*=)(.*)", re.DOTALL)
+# The engine flags that carry a secret (vLLM's --api-key, --hf-token); `=value` or ` value`.
+_SECRET_FLAG_RE = re.compile(r"(--(?:api[-_]key|hf[-_]token))(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def redact_unit_text(text: str) -> str:
+    """The unit file with the values of secret-looking Environment= keys, and of the engine's
+    secret flags, replaced by `<redacted>`. Other lines are left byte for byte."""
+    out: list[str] = []
+    pending: list[str] = []
+    for raw in text.split("\n"):
+        pending.append(raw)
+        if raw.rstrip().endswith("\\"):
+            continue  # a logical line continues; redact it whole
+        out.append(_redact_logical("\n".join(pending)))
+        pending = []
+    if pending:
+        out.append(_redact_logical("\n".join(pending)))
+    return "\n".join(out)
+
+
+# In logs: NAME=value for a secret-looking name, and vLLM's "non-default args" dict repr.
+_LOG_ASSIGNMENT_RE = re.compile(
+    r"\b([A-Za-z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASS|CREDENTIAL|AUTH)[A-Za-z0-9_]*)=(\S+)",
+    re.IGNORECASE,
+)
+_LOG_REPR_RE = re.compile(r"('(?:api_key|hf_token)':\s*)(\[[^\]]*\]|'[^']*'|\"[^\"]*\")")
+
+
+def redact_log_line(line: str) -> str:
+    """A journal line with secret values replaced by `<redacted>`: the engine's secret flags,
+    NAME=value assignments of secret-looking names, and vLLM's own args dict."""
+    line = _SECRET_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", line)
+    line = _LOG_ASSIGNMENT_RE.sub(lambda m: f"{m.group(1)}={REDACTED}", line)
+    return _LOG_REPR_RE.sub(lambda m: f"{m.group(1)}'{REDACTED}'", line)
+
+
+def _redact_logical(line: str) -> str:
+    match = _ENVIRONMENT_RE.fullmatch(line)
+    if match and is_secret_key(match.group(2)):
+        line = match.group(1) + _redact_assignments(match.group(2))
+    return _SECRET_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", line)
+
+
+def _word_spans(value: str) -> list[tuple[int, int]] | None:
+    """Where Environment='s words are (a word may hold quoted parts: `A="b c"`); None when a
+    quote is never closed, so the words cannot be told apart."""
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(value)
+    while i < n:
+        if value[i].isspace():
+            i += 1
+            continue
+        start = i
+        while i < n and not value[i].isspace():
+            if value[i] in "\"'":
+                quote, i = value[i], i + 1
+                while i < n and value[i] != quote:
+                    i += 2 if quote == '"' and value[i] == "\\" else 1
+                if i >= n:
+                    return None
+            i += 2 if value[i] == "\\" else 1
+        spans.append((start, min(i, n)))
+    return spans
+
+
+def _redact_assignments(value: str) -> str:
+    """Each `KEY=VALUE` word whose key is secret-looking loses its value; an unbalanced quote
+    takes the whole value with it."""
+    spans = _word_spans(value)
+    if spans is None:
+        return REDACTED
+    pieces: list[str] = []
+    done = 0
+    for start, end in spans:
+        key = re.sub("[\"']", "", value[start:end]).split("=", 1)[0]
+        if is_secret_key(key):
+            pieces += [value[done:start], f"{key}={REDACTED}"]
+            done = end
+    pieces.append(value[done:])
+    return "".join(pieces)

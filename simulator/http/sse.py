@@ -1,0 +1,78 @@
+"""A streamed completion as vLLM sends it: server-sent events, one chunk per step's tokens.
+
+`data: {chunk}` events, then (with `stream_options.include_usage`) a last chunk with no choices
+and the usage, then `data: [DONE]`. With `continuous_usage_stats` every chunk carries the usage
+so far. Chat streams open with a chunk carrying only the assistant's role.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .completions import Plan
+
+DONE = "data: [DONE]\n\n"
+
+
+def event(payload: dict[str, Any]) -> str:
+    return "data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n\n"
+
+
+def _chunk(answer: Plan, choices: list[dict[str, Any]], usage: Any) -> dict[str, Any]:
+    return {
+        "id": answer.ident,
+        "object": "chat.completion.chunk" if answer.chat else "text_completion",
+        "created": answer.created,
+        "model": answer.model,
+        "choices": choices,
+        "usage": usage,
+    }
+
+
+def opening(answer: Plan) -> str:
+    """What goes before the first token ("" for completions)."""
+    if not answer.chat:
+        return ""
+    delta = {"role": "assistant", "content": ""}
+    usage = answer.usage(0) if answer.continuous_usage else None
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+    return event(_chunk(answer, [choice], usage))
+
+
+def tokens(answer: Plan, start: int, end: int) -> str:
+    """One chunk with tokens [start, end): what one engine step (or several) produced."""
+    piece = "".join(answer.pieces[start:end])
+    reason = answer.reason if end >= answer.completion_tokens else None
+    if answer.chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "delta": {"content": piece},
+            "logprobs": None,
+            "finish_reason": reason,
+        }
+    else:
+        choice = {
+            "index": 0,
+            "text": piece,
+            "logprobs": None,
+            "finish_reason": reason,
+            "stop_reason": None,
+        }
+    usage = answer.usage(end) if answer.continuous_usage else None
+    return event(_chunk(answer, [choice], usage))
+
+
+def closing(answer: Plan) -> str:
+    """The usage chunk (if asked for) and [DONE]."""
+    usage = event(_chunk(answer, [], answer.usage())) if answer.include_usage else ""
+    return usage + DONE
+
+
+def whole_stream(answer: Plan) -> str:
+    """Every event at once, as curl prints a stream once it has ended."""
+    parts = [opening(answer)]
+    parts += [tokens(answer, i, i + 1) for i in range(answer.completion_tokens)]
+    parts.append(closing(answer))
+    return "".join(parts)

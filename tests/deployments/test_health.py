@@ -1,0 +1,192 @@
+"""The health verdict: each piece of evidence moves it, and it never says healthy about a host
+that is not."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from controlplane.audit.models import AuditEvent
+from controlplane.notifications.events import notifications_for
+from deployments import health, services
+from deployments.choices import ChangeStatus
+from deployments.models import ChangeRequest
+from deployments.serving_plan import plan_from_argv
+from hosts.models import Host, HostHealth
+from hosts.probe import ProbeOutcome
+from hosts.services import snapshot_record
+from hosts.state import HostState, IntegrityReport
+from tests import factories as f
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+UNIT = f.UNIT
+PLAN = plan_from_argv(
+    ["/opt/vllm/.venv/bin/vllm", "serve", "/models/moonshotai/Kimi-K2.5-NVFP4",
+     "--served-model-name", "kimi-k2.5", "--tensor-parallel-size", "8"]
+)  # fmt: skip
+
+
+def evidence(parsed=None, *, status="ok", age=10, key="pinned", units=None, last_good=None):
+    parsed = f.parsed_state() if parsed is None else parsed
+    snapshot = health.SnapshotFacts(
+        pk=7, status=status, taken_at=NOW - dt.timedelta(seconds=age), error="",
+        state=HostState.from_json(parsed),
+    )  # fmt: skip
+    return health.HostEvidence(
+        name="gpu-01", key_status=key, probe_interval_seconds=60, now=NOW, snapshot=snapshot,
+        last_good=last_good, units=tuple(units if units is not None else [unit()]),
+    )  # fmt: skip
+
+
+def unit(**kwargs):
+    defaults = {"unit": UNIT, "model_label": "kimi-k2.5 · Kimi (NVFP4)", "plan": PLAN,
+                "expected_unit_sha256": "a" * 64}  # fmt: skip
+    return health.UnitEvidence(**{**defaults, **kwargs})
+
+
+def with_server(**fields):
+    parsed = f.parsed_state()
+    parsed["deployments"][UNIT]["server"].update(fields)
+    return parsed
+
+
+def verdict_of(ev) -> tuple[str, set[str]]:
+    result = health.evaluate(ev)
+    return result.verdict, {r.code for r in result.reasons}
+
+
+def test_a_host_serving_its_revision_is_healthy() -> None:
+    assert verdict_of(evidence()) == ("healthy", set())
+
+
+@pytest.mark.parametrize(
+    ("make", "expected", "code"),
+    [
+        (lambda: evidence(key="changed"), "failed", "host_key_changed"),
+        (lambda: evidence(key="unknown"), "unknown", "host_key_unknown"),
+        (lambda: evidence(status="unreachable"), "unknown", "unreachable"),
+        (lambda: evidence(age=600), "unknown", "stale"),
+        (lambda: evidence(f.parsed_state(active="failed")), "failed", "service_failed"),
+        (lambda: evidence(f.parsed_state(active="inactive")), "failed", "service_inactive"),
+        (lambda: evidence(with_server(healthy=False, health_http_status=503)), "degraded",
+         "not_healthy"),
+        (lambda: evidence(f.parsed_state(gpus=4)), "failed", "gpus_missing"),
+        (lambda: evidence(units=[unit(expected_unit_sha256="b" * 64)]), "degraded",
+         "unit_file_drift"),
+        (lambda: evidence(with_server(model_roots=["/models/Qwen/Qwen3-235B-A22B-FP8"])),
+         "failed", "model_drift"),
+        (lambda: evidence(units=[unit(integrity=IntegrityReport(
+            dist="vllm", version="0.11.2", checked=1873,
+            modified=["vllm/model_executor/layers/fused_moe/fused_moe.py"]))]),
+         "degraded", "engine_patched"),
+        (lambda: evidence(units=[unit(last_change=health.ChangeOutcome(
+            3, "model swap", "rolled_back", "incoherent", "otto", NOW))]),
+         "degraded", "change_rolled_back"),
+        (lambda: evidence(units=[unit(last_change=health.ChangeOutcome(
+            3, "model swap", "failed", "restoring failed too", "otto", NOW))]),
+         "failed", "change_failed"),
+        (lambda: evidence(units=[unit(evaluation=health.Evaluation(
+            coherent=False, failures=("five-token prompt",)))]), "failed", "incoherent"),
+        (lambda: evidence(units=[unit(evaluation=health.Evaluation(throughput_ratio=0.7))]),
+         "degraded", "slow"),
+    ],
+)  # fmt: skip
+def test_each_piece_of_evidence_moves_the_verdict(make, expected, code) -> None:
+    verdict, codes = verdict_of(make())
+    assert verdict == expected
+    assert code in codes
+
+
+def test_a_driver_failure_fails_the_host_and_other_unreadable_sections_degrade_it() -> None:
+    parsed = f.parsed_state()
+    parsed["gpus"] = []
+    parsed["problems"] = [
+        {"section": section, "message": "NVIDIA-SMI has failed"}
+        for section in ("gpus", "compute_apps", "gpu_details")
+    ]
+    result = health.evaluate(evidence(parsed, status="partial"))
+    # One failure, one reason: not the same sentence once per nvidia-smi read.
+    assert [(r.level, r.code) for r in result.reasons] == [("failed", "gpu_driver")]
+    parsed = f.parsed_state()
+    parsed["problems"] = [{"section": "metrics:x", "message": "unreadable"}]
+    assert verdict_of(evidence(parsed, status="partial")) == ("degraded", {"unreadable"})
+
+
+def test_a_foreign_gpu_process_degrades_the_host() -> None:
+    parsed = f.parsed_state()
+    parsed["compute_apps"] = [
+        {"pid": 9, "process_name": "python3", "used_memory_mib": 4096,
+         "gpu_uuid": "GPU-00000000", "unit": "session-7.scope"}
+    ]  # fmt: skip
+    verdict, codes = verdict_of(evidence(parsed))
+    assert (verdict, codes) == ("degraded", {"foreign_gpu_processes"})
+
+
+def test_unreachable_names_the_last_known_good_state() -> None:
+    good = health.SnapshotFacts(6, "ok", NOW - dt.timedelta(minutes=5), "", HostState())
+    result = health.evaluate(evidence(status="unreachable", age=30, last_good=good))
+    assert result.verdict == "unknown"
+    assert "last known good: snapshot #6, 5 min ago" in result.reasons[0].text
+
+
+def test_the_worst_reason_decides_and_comes_first() -> None:
+    result = health.evaluate(
+        evidence(f.parsed_state(gpus=4), units=[unit(expected_unit_sha256="b" * 64)])
+    )
+    assert result.verdict == "failed"
+    assert [r.level for r in result.reasons] == ["failed", "degraded"]
+
+
+# --- stored, kept current, and notified once per transition -----------------------------------
+
+
+@pytest.fixture
+def deployed(db, deployment):
+    services.change_target_for(deployment=deployment, kind="restart")  # adopt revision 1
+    deployment.refresh_from_db()
+    return deployment
+
+
+def record(host: Host, parsed) -> None:
+    outcome = ProbeOutcome(status="ok", duration_ms=50, parsed=copy.deepcopy(parsed))
+    snapshot_record(host=host, outcome=outcome, trigger="schedule", integrity=False)
+
+
+def test_a_probe_keeps_the_verdict_current_and_records_each_transition(deployed) -> None:
+    host = deployed.host
+    expected = deployed.current_revision.unit_sha256
+    healthy = f.parsed_state()
+    healthy["deployments"][UNIT]["unit_file_sha256"] = expected
+    record(host, healthy)
+    assert HostHealth.objects.get(host=host).verdict == "healthy"
+    record(host, f.parsed_state(active="failed") | {"deployments": {
+        UNIT: {**healthy["deployments"][UNIT], "unit": {
+            **healthy["deployments"][UNIT]["unit"], "active_state": "failed"}}}})  # fmt: skip
+    row = HostHealth.objects.get(host=host)
+    assert row.verdict == "failed" and row.reasons[0]["code"] == "service_failed"
+    record(host, healthy)
+    assert HostHealth.objects.get(host=host).verdict == "healthy"
+    events = AuditEvent.objects.filter(action="host.verdict_changed").order_by("seq")
+    assert [(e.data["before"], e.data["after"]) for e in events] == [
+        ("healthy", "failed"),
+        ("failed", "healthy"),
+    ]
+    kinds = [n.event_type for e in events for n in notifications_for(e)]
+    assert kinds == ["host.degraded", "host.recovered"]
+
+
+def test_the_outcome_of_the_last_change_counts(deployed, operator) -> None:
+    host = deployed.host
+    change = ChangeRequest.objects.create(
+        host=host, deployment=deployed, kind="model_swap", snapshot=f.make_snapshot(host),
+        reason="r", requested_by_name="otto", needs_approval=True, params_digest="-",
+        correlation_id="c", status=ChangeStatus.ROLLED_BACK, finished_at=timezone.now(),
+        status_reason="incoherent: the smoke completion does not contain 'Paris'",
+    )  # fmt: skip
+    row = services.host_health_update(host=host)
+    assert row.verdict != "healthy"
+    assert any(r["code"] == "change_rolled_back" for r in row.reasons)
+    assert row.last_change == f"#{change.pk} model swap: rolled back"
