@@ -75,7 +75,7 @@ def test_two_person_model_swap_from_request_to_after_snapshot(
         # The snapshot went stale meanwhile: probe and review again (reloads after 2.5 s).
         other.evaluate("window.__marker = 1")
         panel.get_by_role("button", name="Probe and review again").click()
-        other.wait_for_function("window.__marker === undefined", timeout=15_000)
+        other.wait_for_function("() => window.__marker === undefined", timeout=15_000)
         expect(panel.locator(".refusal")).to_have_count(0)
     screenshot(other, "05-approval")
     approve = panel.get_by_role("button", name="Approve")
@@ -150,7 +150,7 @@ def test_a_stale_snapshot_is_refused_in_place_with_a_probe_button(
     refusal.get_by_role("button", name="Probe and review again").click()
     settings.SNAPSHOT_MAX_AGE_SECONDS = 300
     # The button queues a probe and reloads the page 2.5 s later.
-    page.wait_for_function("window.__marker === undefined", timeout=15_000)
+    page.wait_for_function("() => window.__marker === undefined", timeout=15_000)
     page.wait_for_load_state()
     fresh = StateSnapshot.objects.filter(host=host).order_by("-pk").first()
     assert fresh.pk != stale.pk, "the worker did not store a new snapshot before the reload"
@@ -186,7 +186,7 @@ def test_an_approver_probes_and_reviews_a_stale_request_again(
     page.evaluate("window.__marker = 1")
     panel.get_by_role("button", name="Probe and review again").click(timeout=3_000)
     settings.SNAPSHOT_MAX_AGE_SECONDS = 300
-    page.wait_for_function("window.__marker === undefined", timeout=15_000)
+    page.wait_for_function("() => window.__marker === undefined", timeout=15_000)
     page.wait_for_load_state()
     expect(panel.locator(".refusal")).to_have_count(0)
     panel.get_by_placeholder("why you approve (required)").fill("reviewed on a fresh snapshot")
