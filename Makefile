@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # run's database is named after its shell's PID, so two runs on one machine do not collide.
 PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 
-.PHONY: install run test lint typecheck pytest chromium compose-check clean
+.PHONY: install run test lint typecheck pytest chromium visudo compose-check clean
 
 install: $(STAMP)
 
@@ -35,6 +35,12 @@ chromium:
 	  $(call apt_install,chromium); }
 
 # No Docker engine runs here: Debian's docker-compose validates the file (schema, references).
+# visudo checks the sudoers entry the control plane documents (tests/security/test_sudoers.py).
+visudo:
+	@command -v visudo >/dev/null 2>&1 || test -x /usr/sbin/visudo || { \
+	  echo "Installing Debian's sudo for visudo..."; \
+	  $(call apt_install,sudo); }
+
 compose-check:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  echo "Installing Debian's docker-compose to validate docker-compose.yml..."; \
@@ -51,7 +57,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy .
 
-pytest: install chromium
+pytest: install chromium visudo
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
 	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \

@@ -114,7 +114,7 @@ class _Connection(asyncssh.SSHServer):
             return await attach_x11_listener(chan, proto, data, screen)
 
         conn.create_agent_listener = agent_requested  # type: ignore[method-assign]
-        conn.attach_x11_listener = x11_requested  # type: ignore[method-assign]
+        conn.attach_x11_listener = x11_requested  # type: ignore[method-assign,assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.conn is not None:

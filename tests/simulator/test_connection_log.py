@@ -19,7 +19,7 @@ def connect(fleet: FleetHandle, **options: object) -> asyncssh.SSHClientConnecti
         "agent_path": None,
         "config": None,
     }
-    return asyncssh.connect(fleet.address, fleet.port("gpu-01"), **{**base, **options})  # type: ignore[arg-type]
+    return asyncssh.connect(fleet.address, fleet.port("gpu-01"), **{**base, **options})
 
 
 def test_a_plain_connection_offers_its_key_and_asks_for_nothing(sim_fleet: FleetHandle) -> None:

@@ -99,7 +99,7 @@ def test_a_broken_file_refuses_everything(sim_fleet: FleetHandle) -> None:
 def test_the_grammar_the_entries_use() -> None:
     rules = parse(
         "Defaults env_reset\n"
-        "ops, deploy gpu-01 = (root) /usr/bin/id, NOPASSWD: /usr/bin/date \"\", "
+        'ops, deploy gpu-01 = (root) /usr/bin/id, NOPASSWD: /usr/bin/date "", '
         "/usr/bin/journalctl ^-u vllm-[a-z0-9-]+\\.service -n [0-9]+$  # trailing comment\n"
         "deploy ALL = (ALL) NOPASSWD: ALL, !/usr/bin/tee\n"
     )
