@@ -120,6 +120,10 @@ class RevisionList(APIView):
     serializer_class = RevisionWithEvaluationsSerializer
     pagination_class = NewestRevisionPagination
 
+    def get_queryset(self) -> QuerySet[Any]:
+        deployment: Any = row_or_404(Deployment.objects.all(), self.kwargs["pk"], "deployment")
+        return selectors.revisions_with_evaluations(deployment)
+
     @extend_schema(
         operation_id="deployments_revisions_list",
         summary="A deployment's revisions, newest first, with each coherence suite and "
@@ -127,13 +131,20 @@ class RevisionList(APIView):
         responses=RevisionWithEvaluationsSerializer(many=True),
     )
     def get(self, request: Request, pk: int) -> Response:
-        deployment: Any = row_or_404(Deployment.objects.all(), pk, "deployment")
-        return self.page_response(selectors.revisions_with_evaluations(deployment))
+        return self.page_response(self.get_queryset())
 
 
 class RevisionEvaluationList(APIView):
     serializer_class = EvaluationSerializer
     pagination_class = NewestIdPagination
+
+    def get_queryset(self) -> QuerySet[Any]:
+        deployment: Any = row_or_404(Deployment.objects.all(), self.kwargs["pk"], "deployment")
+        number = self.kwargs["number"]
+        revision = deployment.revisions.filter(number=number).first() if number < 2**31 else None
+        if revision is None:
+            raise NotFound("No such revision.")
+        return selectors.revision_evaluations(revision)
 
     @extend_schema(
         operation_id="deployments_revisions_evaluations_list",
@@ -141,16 +152,15 @@ class RevisionEvaluationList(APIView):
         responses=EvaluationSerializer(many=True),
     )
     def get(self, request: Request, pk: int, number: int) -> Response:
-        deployment: Any = row_or_404(Deployment.objects.all(), pk, "deployment")
-        revision = deployment.revisions.filter(number=number).first() if number < 2**31 else None
-        if revision is None:
-            raise NotFound("No such revision.")
-        return self.page_response(selectors.revision_evaluations(revision))
+        return self.page_response(self.get_queryset())
 
 
 class BenchmarkProfileList(APIView):
     serializer_class = BenchmarkProfileSerializer
     pagination_class = IdPagination
+
+    def get_queryset(self) -> QuerySet[BenchmarkProfile]:
+        return BenchmarkProfile.objects.all()
 
     @extend_schema(
         operation_id="benchmark_profiles_list",
@@ -158,7 +168,7 @@ class BenchmarkProfileList(APIView):
         responses=BenchmarkProfileSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        return self.page_response(BenchmarkProfile.objects.all())
+        return self.page_response(self.get_queryset())
 
 
 class BenchmarkProfileDetail(APIView):
