@@ -218,6 +218,25 @@ def hammer(url: str, cookie: str, users: int, seconds: float, think: float) -> l
     return times
 
 
+def hammer_n(url: str, cookie: str, n: int) -> list[float]:
+    import requests
+
+    s = requests.Session()
+    s.cookies.set("sessionid", cookie)
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = s.get(url, timeout=30)
+        times.append(time.perf_counter() - t)
+        if r.status_code != 200:
+            raise SystemExit(f"{url}: {r.status_code}")
+    return times
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
@@ -291,8 +310,18 @@ def main() -> None:
                 time.sleep(2)
             full = f"http://127.0.0.1:{args.port}{url}"
             hammer(full, cookie, 5, 3, 0.2)  # warm-up
+            # one user alone, back to back: what a request costs with no queue for the CPU
             mark = log.stat().st_size if log.exists() else 0
+            alone_client = hammer_n(full, cookie, 20)
+            with log.open() as fh:
+                fh.seek(mark)
+                alone = [int(line.split()[-1]) / 1000 for line in fh if line.strip()]
+            mark = log.stat().st_size
+            load0 = loadavg()
+            started = time.monotonic()
             client = hammer(full, cookie, args.users, args.seconds, args.think)
+            took = time.monotonic() - started
+            load1 = loadavg()
             with log.open() as fh:
                 fh.seek(mark)
                 server_ms = [int(line.split()[-1]) / 1000 for line in fh if line.strip()]
@@ -302,7 +331,9 @@ def main() -> None:
                 storming = None
             rows.append((name, url, counts[name], len(server_ms), statistics.median(server_ms),
                          pct(server_ms, 95), statistics.median(client) * 1000,
-                         pct(client, 95) * 1000))  # fmt: skip
+                         pct(client, 95) * 1000, statistics.median(alone),
+                         len(server_ms) / took, load0, load1,
+                         statistics.median(alone_client) * 1000))  # fmt: skip
             print(f"measured {name}", flush=True)
     finally:
         if storming is not None:
@@ -311,12 +342,12 @@ def main() -> None:
         server.wait(20)
     print(f"\n{args.users} users, each waiting {args.think:g} s (exponential) between requests, "
           f"{args.seconds:g} s per page; gunicorn {args.server_workers} sync workers; "
-          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"{'page':<42} {'queries':>7} {'requests':>8} {'server p50':>10} {'p95':>7} "
-          f"{'client p50':>10} {'p95':>7}")  # fmt: skip
-    for name, _url, q, n, p50, p95, c50, c95 in rows:
-        print(f"{name:<42} {q:>7} {n:>8} {p50:>8.1f} ms {p95:>4.0f} ms {c50:>8.1f} ms "
-              f"{c95:>4.0f} ms")  # fmt: skip
+          f"'alone': one user, 20 requests back to back, server median")  # fmt: skip
+    print(f"{'page':<42} {'queries':>7} {'alone':>8} {'req/s':>6} {'server p50':>10} {'p95':>7} "
+          f"{'client p50':>10} {'p95':>7}  load average before / after")  # fmt: skip
+    for name, _url, q, _n, p50, p95, c50, c95, a50, rate, l0, l1, _ac in rows:
+        print(f"{name:<42} {q:>7} {a50:>5.1f} ms {rate:>6.1f} {p50:>8.1f} ms {p95:>4.0f} ms "
+              f"{c50:>8.1f} ms {c95:>4.0f} ms  {l0} / {l1}")  # fmt: skip
 
 
 if __name__ == "__main__":

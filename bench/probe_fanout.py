@@ -30,6 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
@@ -66,11 +73,13 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
         )
         assert len(hosts) == n, f"registered {len(hosts)} hosts, expected {n}"
         walls = []
+        cpus = []  # this process's CPU: the client's whole cost (the fleet is another process)
         statuses: dict[str, int] = {}
         for _ in range(rounds):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), _cpu()
             snapshots = services.hosts_probe(hosts=hosts, trigger="schedule", integrity=False)
             walls.append(time.perf_counter() - started)
+            cpus.append(_cpu() - cpu)
             for snap in snapshots:
                 statuses[snap.status] = statuses.get(snap.status, 0) + 1
         jobs = [
@@ -90,6 +99,8 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
             "cold_s": walls[0],
             "warm_s": statistics.median(walls[1:]) if rounds > 1 else None,
             "warm_ssh_only_s": statistics.median(ssh_walls),
+            "cold_cpu_s": cpus[0],
+            "warm_cpu_s": statistics.median(cpus[1:]) if rounds > 1 else None,
             "statuses": statuses,
             "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
         }
@@ -124,13 +135,6 @@ def _fresh_postgres(url: str, n: int) -> str:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     return f"{base}/{name}"
-
-
-def _cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 async def _peer_rounds(
@@ -208,13 +212,16 @@ def main() -> None:
         peers(args)
         return
     print(f"{'hosts':>6} {'cold s':>8} {'hosts/s':>8} {'warm s':>8} {'hosts/s':>8} "
-          f"{'cold/warm':>9} {'ssh-only warm s':>16}  statuses")  # fmt: skip
+          f"{'cold/warm':>9} {'ssh-only warm s':>16} {'client CPU cold':>16} "
+          f"{'warm':>12}  statuses")  # fmt: skip
     for n in args.sizes:
         r = run_size(n, args)
         warm = r["warm_s"]
         print(
             f"{n:>6} {r['cold_s']:>8.2f} {n / r['cold_s']:>8.0f} {warm:>8.2f} {n / warm:>8.0f} "
-            f"{r['cold_s'] / warm:>9.1f} {r['warm_ssh_only_s']:>16.2f}  {r['statuses']} "
+            f"{r['cold_s'] / warm:>9.1f} {r['warm_ssh_only_s']:>16.2f} "
+            f"{r['cold_cpu_s']:>6.2f} s {1000 * r['cold_cpu_s'] / n:>4.1f} ms/h "
+            f"{r['warm_cpu_s']:>4.2f} s {1000 * r['warm_cpu_s'] / n:>4.1f} ms/h  {r['statuses']} "
             f"({r['database']})"
         )
 

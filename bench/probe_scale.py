@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -210,11 +211,14 @@ def ages(window_start: float, window_end: float) -> dict[str, float]:
             )
             SELECT max(gap), percentile_cont(0.5) WITHIN GROUP (ORDER BY gap),
                    percentile_cont(0.99) WITHIN GROUP (ORDER BY gap),
-                   count(DISTINCT host_id) FROM gaps
+                   count(DISTINCT host_id), count(*), count(*) FILTER (WHERE gap > 75),
+                   count(*) FILTER (WHERE gap > 120),
+                   count(DISTINCT host_id) FILTER (WHERE gap > 75)
+            FROM gaps
             """,
             [window_start, window_end, window_start, window_end],
         )
-        worst, p50, p99, hosts = cursor.fetchone()
+        worst, p50, p99, hosts, n_gaps, over75, over120, hosts_over75 = cursor.fetchone()
         cursor.execute(
             "SELECT count(*) FROM hosts_statesnapshot WHERE taken_at >= to_timestamp(%s) "
             "AND taken_at <= to_timestamp(%s)",
@@ -232,7 +236,8 @@ def ages(window_start: float, window_end: float) -> dict[str, float]:
         )
         events = dict(cursor.fetchall())
     return {"worst": float(worst or 0), "p50": float(p50 or 0), "p99": float(p99 or 0),
-            "hosts_seen": hosts, "snapshots": snapshots, "statuses": statuses,
+            "hosts_seen": hosts, "snapshots": snapshots, "gaps": n_gaps, "gaps_over_75": over75,
+            "gaps_over_120": over120, "hosts_over_75": hosts_over75, "statuses": statuses,
             "audit_events": events}  # fmt: skip
 
 
@@ -243,6 +248,8 @@ def run(args: argparse.Namespace) -> dict:
     if not args.reuse:
         subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
                        check=True)  # fmt: skip
+        # checkpoints signed for an earlier database would fail beat's verification
+        shutil.rmtree(STATE / "checkpoints", ignore_errors=True)
     sims = start_fleet(args.hosts, args.sim_procs)
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -310,7 +317,7 @@ def run(args: argparse.Namespace) -> dict:
         window = finished - window_start
         result = {
             "hosts": args.hosts, "workers": args.workers, "threads": args.threads,
-            "minutes": args.minutes, "per_worker": per_worker,
+            "minutes": args.minutes, "window_s": window, "per_worker": per_worker,
             "sim_cpu_share": sim_cpu / window, "postgres_cpu_share": pg_cpu / window,
             "machine_busy_cores": (busy1[0] - busy0[0]) / window,
             "machine_cores": os.cpu_count(), "load_average_start": load0,
@@ -319,7 +326,6 @@ def run(args: argparse.Namespace) -> dict:
         }  # fmt: skip
         total = sum(w["cpu_share"] for w in per_worker)
         result["worker_cores"] = total
-        result["hosts_per_worker_core"] = args.hosts / total if total else None
         return result
     finally:
         for p in procs:
@@ -343,15 +349,29 @@ def report(r: dict) -> None:
           f"{r['threads']} threads), measured {r['minutes']} min after the warm-up")  # fmt: skip
     print(f"snapshot age: worst {r['worst']:.1f} s, p99 {r['p99']:.1f} s, median "
           f"{r['p50']:.1f} s  ({r['hosts_seen']} hosts, {r['snapshots']} snapshots)")  # fmt: skip
+    if "gaps" in r:  # not in runs saved before it was counted
+        print(f"ages over 75 s: {r['gaps_over_75']} of {r['gaps']} ({r['hosts_over_75']} "
+              f"hosts); over 120 s: {r['gaps_over_120']}; expected snapshots at 60 s "
+              f"{r['hosts'] * r['minutes']:.0f}")  # fmt: skip
     print(f"statuses {r['statuses']}; audit events in the window {r['audit_events']}")
     print(f"{'worker':>6} {'CPU share':>10} {'RSS max MB':>11} {'RSS end MB':>11}")
     for i, w in enumerate(r["per_worker"]):
         print(f"{i:>6} {w['cpu_share']:>10.2f} {w['rss_mb_max']:>11.0f} {w['rss_mb_end']:>11.0f}")
-    print(f"workers together {r['worker_cores']:.2f} cores: "
-          f"{r['hosts_per_worker_core']:.0f} hosts per worker-core at 60 s; simulator "
+    print(f"workers together {r['worker_cores']:.2f} cores, simulator "
           f"{r['sim_cpu_share']:.2f} cores, PostgreSQL {r['postgres_cpu_share']:.2f} cores "
           f"(all its databases); the whole machine {r['machine_busy_cores']:.2f} "
           f"of {r['machine_cores']} cores busy")  # fmt: skip
+    # Per snapshot stored: what one probe costs each part, and so how many hosts one core of
+    # workers keeps at a 60 s interval. (A run saved before window_s was recorded: its
+    # window is taken as --minutes, which the sampling loop overruns by at most 5 s.)
+    window = r.get("window_s") or r["minutes"] * 60
+    per = {k: r[k] * window / r["snapshots"] * 1000 for k in
+           ("worker_cores", "sim_cpu_share", "postgres_cpu_share")}  # fmt: skip
+    print(f"CPU per snapshot: workers {per['worker_cores']:.1f} ms, simulator "
+          f"{per['sim_cpu_share']:.1f} ms, PostgreSQL {per['postgres_cpu_share']:.1f} ms "
+          f"(an upper bound: other databases' work included); {r['snapshots'] / window:.1f} "
+          f"snapshots/s stored, {r['hosts'] / 60:.1f}/s due; one worker-core keeps "
+          f"{60_000 / per['worker_cores']:.0f} hosts at 60 s")  # fmt: skip
     print(f"load average (1, 5, 15 min) at the window's start {r['load_average_start']}, "
           f"at its end {r['load_average_end']}")  # fmt: skip
 
@@ -369,12 +389,16 @@ def main() -> None:
     parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
     parser.add_argument("--reuse", action="store_true", help="keep the loaded database")
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--report", metavar="JSON", help="print the figures a run saved")
     parser.add_argument("--sim-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bind", help=argparse.SUPPRESS)
     parser.add_argument("--names", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sim_child is not None:
         sim_child(args.sim_child, args.names.split(","), args.bind)
+        return
+    if args.report:
+        report(json.loads(Path(args.report).read_text()))
         return
     args.sim_procs = args.sim_procs or max(1, -(-args.hosts // 2500))
     result = run(args)

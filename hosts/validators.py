@@ -10,6 +10,7 @@ import re
 
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
+from django.utils.deconstruct import deconstructible
 
 HOST_NAME_RE = r"^[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?$"
 ADDRESS_RE = r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]+\]?)$"
@@ -22,21 +23,34 @@ DIST_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 # One engine flag and its optional value, e.g. "--gpu-memory-utilization=0.95" or "--enforce-eager".
 ENGINE_ARG_RE = r"^--[a-z0-9][a-z0-9-]{0,63}(?:=[A-Za-z0-9._:,/+-]{1,200})?$"
 
-validate_host_name = RegexValidator(
+
+# Deconstructs as the RegexValidator it refines, so the migrations stay as they are.
+@deconstructible(path="django.core.validators.RegexValidator")
+class WholeMatchValidator(RegexValidator):
+    """A RegexValidator that must match the whole value. Django's searches, where `$` also
+    matches before a trailing newline: "vllm.service\n" passed the model and then failed every
+    command built from it (the builders use re.fullmatch), or broke a unit file's line."""
+
+    def __call__(self, value: object) -> None:
+        if not re.fullmatch(self.regex, str(value)):
+            raise ValidationError(self.message, code=self.code, params={"value": value})
+
+
+validate_host_name = WholeMatchValidator(
     HOST_NAME_RE, "Use lower-case letters, digits, dots and dashes (e.g. gpu-01)."
 )
-validate_address = RegexValidator(ADDRESS_RE, "Enter a host name or an IP address.")
-validate_ssh_user = RegexValidator(SSH_USER_RE, "Enter a POSIX user name (e.g. root, deploy).")
-validate_unit_name = RegexValidator(
+validate_address = WholeMatchValidator(ADDRESS_RE, "Enter a host name or an IP address.")
+validate_ssh_user = WholeMatchValidator(SSH_USER_RE, "Enter a POSIX user name (e.g. root, deploy).")
+validate_unit_name = WholeMatchValidator(
     UNIT_RE, "Enter a systemd service unit such as vllm-kimi-k25.service."
 )
-validate_abs_path = RegexValidator(
+validate_abs_path = WholeMatchValidator(
     ABS_PATH_RE, "Enter an absolute path of letters, digits and . _ + - only."
 )
-validate_model_id = RegexValidator(
+validate_model_id = WholeMatchValidator(
     MODEL_ID_RE, "Enter a model identifier such as moonshotai/Kimi-K2.5."
 )
-validate_served_name = RegexValidator(
+validate_served_name = WholeMatchValidator(
     SERVED_NAME_RE, "Enter a served model name of letters, digits and . _ : - only."
 )
 
@@ -52,7 +66,9 @@ def validate_model_location(value: object) -> None:
         )
 
 
-validate_dist_name = RegexValidator(DIST_NAME_RE, "Enter a Python distribution name such as vllm.")
+validate_dist_name = WholeMatchValidator(
+    DIST_NAME_RE, "Enter a Python distribution name such as vllm."
+)
 _engine_arg = re.compile(ENGINE_ARG_RE)
 
 

@@ -55,8 +55,9 @@ def validate_messages(value: object) -> None:
     for message in value:
         if not isinstance(message, dict) or set(message) != {"role", "content"}:
             raise ValidationError('Each message is {"role": ..., "content": ...}.')
-        if message["role"] not in {"system", "user", "assistant"}:
-            raise ValidationError(f"Unknown role {message['role']!r}.")
+        role = message["role"]
+        if not isinstance(role, str) or role not in {"system", "user", "assistant"}:
+            raise ValidationError(f"Unknown role {role!r}: system, user or assistant.")
         content = message["content"]
         if not isinstance(content, str) or not content.strip() or len(content) > 4000:
             raise ValidationError("Each message has 1 to 4000 characters of content.")
