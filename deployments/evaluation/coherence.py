@@ -118,6 +118,9 @@ def default_suite(smoke_prompt: str, smoke_expect: str) -> list[dict[str, Any]]:
 def suite_for(model: Any) -> list[CoherenceCheck]:
     """The model's enabled checks, in order; its default suite the first time it is asked."""
     with transaction.atomic():
+        # Jobs starting together on a model without a suite: the model's row lock lets one of
+        # them create it and the others find it, instead of both inserting it.
+        type(model).objects.select_for_update().filter(pk=model.pk).exists()
         if not CoherenceCheck.objects.filter(model=model).exists():
             for position, spec in enumerate(default_suite(model.smoke_prompt, model.smoke_expect)):
                 check = CoherenceCheck(model=model, position=position, **spec)
