@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.validators import MaxValueValidator, MinValueValidator, validate_ipv46_address
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from hosts import validators
@@ -91,7 +91,7 @@ class Deployment(models.Model):
     bind_address = models.CharField(
         max_length=45,
         default="127.0.0.1",
-        validators=[validate_ipv46_address],
+        validators=[validators.validate_bind_address],
         help_text="The address the server listens on (--host). 127.0.0.1 keeps it on the "
         "host; 0.0.0.0 opens it to the network. Changing it needs approval.",
     )

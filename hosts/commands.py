@@ -11,7 +11,6 @@ parser can split the output and read each section's exit status:
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 from collections.abc import Sequence
@@ -155,10 +154,8 @@ def check_port(port: int) -> int:
 
 
 def check_address(address: str) -> str:
-    try:
-        ipaddress.ip_address(address)
-    except (TypeError, ValueError) as exc:
-        raise UnsafeCommand(f"refusing to send address {address!r}") from exc
+    if not validators.plain_ip_address(address):
+        raise UnsafeCommand(f"refusing to send address {address!r}")
     return address
 
 

@@ -6,6 +6,7 @@ again when a command is built (hosts/commands.py), which quotes every part regar
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from django.core.exceptions import ValidationError
@@ -92,3 +93,20 @@ def validate_labels(value: object) -> None:
             raise ValidationError(f"Label {key!r} must be a lower-case name with a string value.")
         if len(val) > 200:
             raise ValidationError(f"Label {key!r} is longer than 200 characters.")
+
+
+def plain_ip_address(value: object) -> bool:
+    """An IPv4 or IPv6 address with no IPv6 scope id: "fe80::1%eth0" is an address to Python,
+    but its "%..." reaches a unit's ExecStart=, where systemd expands % and ${...}."""
+    try:
+        ipaddress.ip_address(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return "%" not in str(value)
+
+
+def validate_bind_address(value: object) -> None:
+    if not plain_ip_address(value):
+        raise ValidationError(
+            "Enter an IPv4 or IPv6 address without a scope id (e.g. 127.0.0.1, 0.0.0.0, ::1)."
+        )
