@@ -109,7 +109,7 @@ def render_unit(spec: UnitSpec) -> str:
     """A new unit, for a deployment the host does not have yet."""
     commands.check_unit(spec.unit)
     check_environment(spec.environment)
-    environment = "".join(f"Environment={k}={v}\n" for k, v in spec.environment)
+    environment = "".join(_environment_line(k, v) for k, v in spec.environment)
     return (
         "[Unit]\n"
         f"Description={spec.engine} server {spec.served_name} "
@@ -178,8 +178,14 @@ def environment_of(text: str) -> dict[str, str]:
             for word in _split(line.logical.split("=", 1)[1]):
                 name, eq, value = word.partition("=")
                 if eq:
-                    env[name] = value
+                    env[name] = value.replace("%%", "%")
     return env
+
+
+def _environment_line(name: str, value: str) -> str:
+    """One Environment= assignment; systemd expands specifiers (%h, %i, ...) there, so a value's
+    own % is written %% and stays the character the operator typed."""
+    return f"Environment={name}={value.replace('%', '%%')}\n"
 
 
 def _split(value: str) -> list[str]:
@@ -210,7 +216,7 @@ def rewrite_unit(
         if i in starts[:-1]:
             continue  # one command line remains: the engine's
         if i == starts[-1]:
-            out += [f"Environment={n}={new_env[n]}\n" for n in sorted(changed) if n in new_env]
+            out += [_environment_line(n, new_env[n]) for n in sorted(changed) if n in new_env]
             out.append(f"ExecStart={exec_start_line}\n")
         elif changed and _is_service_key(line, "Environment"):
             out += _without(line, changed)

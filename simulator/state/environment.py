@@ -89,7 +89,8 @@ def unit_environment(
 ) -> dict[str, str]:
     """Environment= then each EnvironmentFile= (path, optional); raises MissingEnvironmentFile
     for a mandatory file that is not there."""
-    environment = dict(assignments)
+    # systemd's "%%" is one "%" (other specifiers are not simulated).
+    environment = {name: value.replace("%%", "%") for name, value in assignments}
     for path, optional in files:
         text = read_file(path)
         if text is None:

@@ -58,6 +58,17 @@ def test_environment_changes_touch_only_their_own_assignments() -> None:
     assert "LimitNOFILE=1048576\nRestart=on-failure\n" in text
 
 
+def test_a_percent_in_a_value_is_written_so_systemd_does_not_expand_it() -> None:
+    """systemd expands specifiers in Environment= (%h is a home directory, %i an instance):
+    the value the operator typed, "a%h", is written a%%h and read back as typed."""
+    env = units.environment_of(HAND_WRITTEN)
+    new = {**env, "PROXY_PATH": "/v1%2Fmodels", "TAG": "a%h"}
+    text = units.rewrite_unit(HAND_WRITTEN, exec_start_line=NEW_COMMAND, old_env=env, new_env=new)
+    assert "Environment=PROXY_PATH=/v1%%2Fmodels\n" in text
+    assert "Environment=TAG=a%%h\n" in text
+    assert units.environment_of(text) == new
+
+
 def test_a_unit_without_a_command_line_cannot_be_rewritten() -> None:
     with pytest.raises(units.UnitNotRewritable):
         units.rewrite_unit("[Service]\nType=simple\n", exec_start_line="x", old_env={}, new_env={})
