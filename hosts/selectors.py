@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from .choices import SnapshotStatus, Verdict
 from .models import Host, HostHealth, StateSnapshot
+from .state import HostState
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
 USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
@@ -97,7 +98,7 @@ def fleet_row(
     summary = snapshot_summary(snapshot)
     if summary.get("integrity") is None and integrity is not None:
         # Engine files are checked on their own, slower schedule: show the newest check.
-        summary["integrity"] = snapshot_summary(integrity).get("integrity")
+        summary["integrity"] = integrity_summary(integrity.state())
         summary["integrity_age"] = integrity.age_seconds(now)
     return FleetRow(host, health, snapshot, summary, last_good, due)
 
@@ -152,7 +153,6 @@ def snapshot_summary(snapshot: StateSnapshot | None) -> dict[str, Any]:
     if unit_state.sub_state and unit_state.active_state:
         service = f"{unit_state.active_state} ({unit_state.sub_state})"
     now = timezone.now()
-    integrity = state.deployments[unit].integrity if unit else None
     return {
         "unit": unit,
         "service": service,
@@ -174,8 +174,16 @@ def snapshot_summary(snapshot: StateSnapshot | None) -> dict[str, Any]:
         "gpus_unknown": snapshot.status not in USABLE_STATUSES
         or any(p.section == "gpus" for p in state.problems),
         "stale": snapshot.age_seconds(now) > settings.SNAPSHOT_MAX_AGE_SECONDS,
-        "integrity": asdict(integrity) if integrity is not None else None,
+        "integrity": integrity_summary(state),
     }
+
+
+def integrity_summary(state: HostState) -> dict[str, Any] | None:
+    """The engine check of the host's first unit, as the fleet row and the change form show it
+    (None when this snapshot did not check the engine's files)."""
+    unit = sorted(state.deployments)[0] if state.deployments else ""
+    integrity = state.deployments[unit].integrity if unit else None
+    return asdict(integrity) if integrity is not None else None
 
 
 def snapshot_as_dict(snapshot: StateSnapshot) -> dict[str, Any]:

@@ -53,6 +53,19 @@ def test_the_dashboard_shows_the_latest_snapshot_of_each_host(client, host, view
     assert "Probe now" not in body  # viewers cannot probe
 
 
+def test_the_fleet_shows_the_newest_engine_check_when_the_newest_probe_made_none(
+    client, host, viewer
+):
+    """Engine files are checked on their own schedule: a scheduled probe after a check that
+    found a patch must not hide it."""
+    f.make_integrity_snapshot(host, modified=("vllm/model_executor/layers/sampler.py",), age=300)
+    f.make_snapshot(host, age=10)
+    client.force_login(viewer)
+    body = client.get(reverse("hosts:dashboard")).content.decode()
+    assert ">patched</span>" in body
+    assert "vllm/model_executor/layers/sampler.py" in body
+
+
 def test_a_stale_snapshot_is_marked_stale(client, host, viewer):
     f.make_snapshot(host, age=400)
     client.force_login(viewer)
