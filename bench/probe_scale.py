@@ -264,7 +264,9 @@ def run(args: argparse.Namespace) -> dict:
                   f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
         # a database loaded for a larger run: only this fleet's hosts are probed
         Host.objects.exclude(name__in=names).update(enabled=False)
-        Host.objects.filter(name__in=names).update(enabled=True, last_probe_at=None)
+        Host.objects.filter(name__in=names).update(
+            enabled=True, last_probe_at=None, probe_claimed_at=None
+        )
         queue = f"bench-{uuid.uuid4().hex[:8]}"
         wenv = dict(env, CELERY_TASK_DEFAULT_QUEUE=queue, LOG_LEVEL="WARNING",
                     AUDIT_CHECKPOINT_DIR=str(STATE / "checkpoints"),

@@ -78,7 +78,13 @@ class Host(models.Model):
         default=3600, validators=[MinValueValidator(60), MaxValueValidator(7 * 86400)]
     )
     enabled = models.BooleanField(default=True)
+    # When the newest probe began: a scheduled one's claim, an on-demand one's store. The
+    # beat sweep counts the next probe from here, so hosts keep their interval however long
+    # a round takes to store.
     last_probe_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Set while a sweep's batch holding this host waits or runs; cleared when its snapshot is
+    # stored. A claim older than its batch could live (the worker died) is taken again.
+    probe_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_integrity_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The newest snapshot's status and the digest of its material fingerprint: a scheduled probe
     # that finds both unchanged (and the verdict too) writes no audit event (hosts.services).

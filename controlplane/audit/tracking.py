@@ -18,7 +18,13 @@ from . import services
 
 # model label -> fields whose changes are operational noise or recorded by a domain event
 TRACKED: dict[str, set[str]] = {
-    "hosts.host": {"last_probe_at", "host_key", "host_key_status", "presented_host_key"},
+    "hosts.host": {
+        "last_probe_at",
+        "probe_claimed_at",
+        "host_key",
+        "host_key_status",
+        "presented_host_key",
+    },
     "hosts.credential": set(),
     "deployments.modelartifact": set(),
     "deployments.deployment": {"current_revision"},

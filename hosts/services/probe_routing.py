@@ -17,8 +17,9 @@ route to each other. With no probe worker known (no Redis, or none started yet),
 the default queue and any worker takes them: still correct, only colder.
 
 A batch carries an expiry of its hosts' interval: one that waited longer (its worker died with
-it queued) is dropped, and its hosts, due again, are claimed by a later sweep and routed to a
-live worker. A host whose worker died therefore misses at most about one interval.
+it queued) is dropped. Its hosts were never marked probed, only claimed; once the claim expires
+(`claim_expiry_seconds`) they are the most overdue hosts, claimed first by the next sweep and
+routed to a live worker. A host whose worker died therefore misses about one interval.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from controlplane.audit import context as audit_context
@@ -155,6 +156,16 @@ def host_probe(
     )[0]
 
 
+def claim_expiry_seconds(interval: int) -> float:
+    """How long a claim holds: its batch's queue expiry (the interval) plus the longest a
+    batch that started can still take. A claim older than that lost its batch."""
+    return (
+        max(interval, settings.PROBE_SWEEP_SECONDS)
+        + settings.SSH_CONNECT_TIMEOUT
+        + settings.SSH_COMMAND_TIMEOUT
+    )
+
+
 def hosts_claim_due_ids(
     now: datetime | None = None, *, lookahead_seconds: float = 0.0, limit: int | None = None
 ) -> list[tuple[int, int]]:
@@ -162,16 +173,24 @@ def hosts_claim_due_ids(
     `lookahead_seconds`), most overdue first, claimed so that an overlapping sweep skips them.
 
     One transaction: the due rows are locked FOR UPDATE SKIP LOCKED (a sweep running at the
-    same moment on another worker takes the others) and their last_probe_at set to now, so
-    they are not due again for an interval whether or not their probe happens.
+    same moment on another worker takes the others) and their probe_claimed_at set to now.
+    last_probe_at stays as it was until the snapshot is stored, so a host whose batch was lost
+    (expired in a dead worker's queue) stays the most overdue and is claimed first again once
+    its claim expires, instead of waiting behind hosts that were probed.
     """
     now = now or timezone.now()
     enabled = Host.objects.filter(enabled=True)
     intervals = sorted(set(enabled.values_list("probe_interval_seconds", flat=True)))
-    due = Q(last_probe_at__isnull=True)
+    due = Q(last_probe_at__isnull=True, probe_claimed_at__isnull=True)
     for interval in intervals:
         cutoff = now - timedelta(seconds=interval - lookahead_seconds)
-        due |= Q(probe_interval_seconds=interval, last_probe_at__lte=cutoff)
+        lost = now - timedelta(seconds=claim_expiry_seconds(interval))
+        unclaimed = Q(probe_claimed_at__isnull=True) | Q(probe_claimed_at__lte=lost)
+        due |= (
+            Q(probe_interval_seconds=interval)
+            & unclaimed
+            & (Q(last_probe_at__isnull=True) | Q(last_probe_at__lte=cutoff))
+        )
     with transaction.atomic():
         rows = (
             enabled.filter(due)
@@ -181,7 +200,7 @@ def hosts_claim_due_ids(
         )
         claimed = list(rows[:limit] if limit else rows)
         if claimed:
-            Host.objects.filter(pk__in=[pk for pk, _ in claimed]).update(last_probe_at=now)
+            Host.objects.filter(pk__in=[pk for pk, _ in claimed]).update(probe_claimed_at=now)
     return claimed
 
 
@@ -274,20 +293,28 @@ def _record_batch(
     # the charts' rows commit with their snapshots, so a chart never disagrees with history
     gpu_samples_record(snapshots=snapshots)
     host_ids = [h.pk for h, _, _ in items]
-    previous = {
-        pk: (status, digest)
-        for pk, status, digest in Host.objects.filter(pk__in=host_ids).values_list(
-            "pk", "last_status", "material_digest"
+    previous: dict[int, tuple[str, str]] = {}
+    began: dict[int, datetime] = {}
+    for pk, status, digest, claimed_at in Host.objects.filter(pk__in=host_ids).values_list(
+        "pk", "last_status", "material_digest", "probe_claimed_at"
+    ):
+        previous[pk] = (status, digest)
+        # a scheduled probe began at its claim: the next one is due an interval after that,
+        # however long this round took to store
+        began[pk] = claimed_at if trigger == ProbeTrigger.SCHEDULE and claimed_at else now
+    if trigger == ProbeTrigger.SCHEDULE:
+        Host.objects.filter(pk__in=host_ids).update(
+            last_probe_at=Coalesce("probe_claimed_at", Value(now)), probe_claimed_at=None
         )
-    }
-    Host.objects.filter(pk__in=host_ids).update(last_probe_at=now)
+    else:
+        Host.objects.filter(pk__in=host_ids).update(last_probe_at=now)
     checked = [s.host_id for s in snapshots if s.includes_integrity]
     if checked:
         Host.objects.filter(pk__in=checked).update(last_integrity_at=now)
     changes: dict[int, list[str]] = {}
     moved: list[Host] = []
     for (host, outcome, _), snapshot in zip(items, snapshots, strict=True):
-        host.last_probe_at = now
+        host.last_probe_at = began.get(host.pk, now)
         digest = material_digest(snapshot)
         changes[snapshot.pk] = _changes(previous.get(host.pk), snapshot, digest)
         if changes[snapshot.pk]:

@@ -59,7 +59,7 @@ def test_jobs_and_probes_survive_a_redis_restart(
         change = wait_for_change(change, timeout=60)
         assert change.status == ChangeStatus.SUCCEEDED, (change.pk, change.status_reason)
     # Beat's schedule goes on: every host, due now, is probed on schedule after Redis is back.
-    Host.objects.update(last_probe_at=None)
+    Host.objects.update(last_probe_at=None, probe_claimed_at=None)
     wait_until(
         lambda: (
             {

@@ -11,9 +11,21 @@ from django.utils import timezone
 
 from hosts import services
 from hosts.models import Host
+from hosts.probe import ProbeOutcome
+from hosts.services.probing import claim_expiry_seconds
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
+
+
+def _stored(*hosts: Host) -> None:
+    """What a worker does with a claimed batch: probe (here: unreachable) and store."""
+    outcome = ProbeOutcome(status="unreachable", duration_ms=1, error="timed out")
+    services.snapshots_record(items=[(h, outcome, False) for h in hosts], trigger="schedule")
+
+
+def _claimed() -> list[Host]:
+    return services.hosts_claim_due_for_probe()
 
 
 def test_a_host_is_claimed_once_per_interval() -> None:
@@ -21,14 +33,62 @@ def test_a_host_is_claimed_once_per_interval() -> None:
     f.make_host("gpu-02", port=2202, probe_interval_seconds=120)
     start = timezone.now()
     with time_machine.travel(start, tick=False):
-        assert {h.name for h in services.hosts_claim_due_for_probe()} == {"gpu-01", "gpu-02"}
-        assert services.hosts_claim_due_for_probe() == []  # an overlapping sweep gets nothing
+        claimed = _claimed()
+        assert {h.name for h in claimed} == {"gpu-01", "gpu-02"}
+        assert _claimed() == []  # an overlapping sweep gets nothing
+        _stored(*claimed)
     with time_machine.travel(start + dt.timedelta(seconds=59), tick=False):
-        assert services.hosts_claim_due_for_probe() == []
+        assert _claimed() == []
     with time_machine.travel(start + dt.timedelta(seconds=60), tick=False):
-        assert [h.name for h in services.hosts_claim_due_for_probe()] == ["gpu-01"]
+        claimed = _claimed()
+        assert [h.name for h in claimed] == ["gpu-01"]
+        _stored(*claimed)
     with time_machine.travel(start + dt.timedelta(seconds=120), tick=False):
-        assert {h.name for h in services.hosts_claim_due_for_probe()} == {"gpu-01", "gpu-02"}
+        assert {h.name for h in _claimed()} == {"gpu-01", "gpu-02"}
+
+
+def test_the_next_probe_is_due_an_interval_after_the_claim_not_the_store() -> None:
+    f.make_host("gpu-01")
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        claimed = _claimed()
+    # the round took 20 s to come back (a slow host, a busy worker)
+    with time_machine.travel(start + dt.timedelta(seconds=20), tick=False):
+        _stored(*claimed)
+        assert Host.objects.get().last_probe_at == start
+        assert Host.objects.get().probe_claimed_at is None
+    with time_machine.travel(start + dt.timedelta(seconds=60), tick=False):
+        assert [h.name for h in _claimed()] == ["gpu-01"]
+
+
+def test_an_on_demand_probe_counts_from_when_it_was_stored() -> None:
+    host = f.make_host("gpu-01")
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        outcome = ProbeOutcome(status="unreachable", duration_ms=1, error="timed out")
+        services.snapshots_record(items=[(host, outcome, False)], trigger="manual")
+    with time_machine.travel(start + dt.timedelta(seconds=59), tick=False):
+        assert _claimed() == []
+    with time_machine.travel(start + dt.timedelta(seconds=60), tick=False):
+        assert [h.name for h in _claimed()] == ["gpu-01"]
+
+
+def test_a_host_whose_batch_was_lost_is_claimed_again_before_the_others() -> None:
+    """A batch that expired in a dead worker's queue stored nothing: its hosts must not lose
+    their place to hosts that were probed since."""
+    f.make_host("gpu-01")
+    f.make_host("gpu-02", port=2202)
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        lost = services.hosts_claim_due_for_probe(limit=1)
+        assert [h.name for h in lost] == ["gpu-01"]
+        _stored(*_claimed())  # gpu-02 is probed
+    expiry = claim_expiry_seconds(60)
+    with time_machine.travel(start + dt.timedelta(seconds=expiry - 1), tick=False):
+        _stored(*_claimed())  # gpu-02 again; gpu-01's claim still holds
+        assert Host.objects.get(name="gpu-01").last_probe_at is None
+    with time_machine.travel(start + dt.timedelta(seconds=expiry + 1), tick=False):
+        assert [h.name for h in services.hosts_claim_due_for_probe(limit=1)] == ["gpu-01"]
 
 
 def test_a_disabled_host_is_never_claimed() -> None:
