@@ -20,7 +20,7 @@ class DeploymentsConfig(AppConfig):
             services.approvals_void_on_drift(snapshots=snapshots)
 
         def update_health(sender: Any, snapshots: Any, **kwargs: Any) -> None:
-            services.hosts_health_update(hosts=[s.host for s in snapshots])
+            services.hosts_health_update(hosts=[s.host for s in snapshots], snapshots=snapshots)
 
         snapshots_recorded.connect(
             void_drifted_approvals, weak=False, dispatch_uid="deployments-void-on-drift"

@@ -6,7 +6,7 @@ Everything here is plain data: dataclasses in, JSON-ready dicts out, no I/O.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar
 
 from controlplane.canonical import canonical_digest
@@ -14,12 +14,44 @@ from controlplane.canonical import canonical_digest
 T = TypeVar("T")
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 def _known(cls: type[T], data: object) -> dict[str, Any]:
     """The keys of a stored dict that `cls` has fields for; older snapshots lack newer ones."""
     if not isinstance(data, dict):
         return {}
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = _field_names(cls)
     return {k: v for k, v in data.items() if k in names}
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """`value` as json.loads(json.dumps(dataclasses.asdict(value))) returns it, without
+    asdict's deep copies: every probe of every host goes through here."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list or kind is tuple:
+        return [_plain(v) for v in value]
+    if kind is dict:
+        return {k if type(k) is str else _json_key(k): _plain(v) for k, v in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    return json.loads(json.dumps(value))  # anything else exactly as JSON would have it
+
+
+def _json_key(key: Any) -> str:
+    return next(iter(json.loads(json.dumps({key: None}))))
 
 
 @dataclass
@@ -144,6 +176,11 @@ class IntegrityReport:
     def clean(self) -> bool:
         return self.error is None and not (self.modified or self.missing or self.added)
 
+    @classmethod
+    def from_json(cls, data: object) -> IntegrityReport | None:
+        """A report back from stored JSON; None when the probe did not check (not a dict)."""
+        return cls(**_known(cls, data)) if isinstance(data, dict) else None
+
 
 @dataclass
 class Problem:
@@ -208,7 +245,8 @@ class HostState:
     host_time: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self)))
+        plain: dict[str, Any] = _plain(self)
+        return plain
 
     @classmethod
     def from_json(cls, data: object) -> HostState:
@@ -279,15 +317,12 @@ class HostState:
 
 def _deployment_from_json(unit: str, data: object) -> DeploymentState:
     dep = data if isinstance(data, dict) else {}
-    integrity = dep.get("integrity")
     journal = dep.get("journal")
     return DeploymentState(
         unit=UnitState(**{"unit": unit, **_known(UnitState, dep.get("unit"))}),
         unit_file_sha256=dep.get("unit_file_sha256"),
         server=ServerState(**_known(ServerState, dep.get("server"))),
-        integrity=IntegrityReport(**_known(IntegrityReport, integrity))
-        if isinstance(integrity, dict)
-        else None,
+        integrity=IntegrityReport.from_json(dep.get("integrity")),
         unit_files=[
             UnitFile(**_known(UnitFile, f))
             for f in dep.get("unit_files") or []

@@ -13,12 +13,14 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Max, OuterRef, Subquery
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from hosts.choices import VERDICT_SEVERITY, SnapshotStatus
 from hosts.models import Host, HostHealth, StateSnapshot
+from hosts.state import IntegrityReport
 
 from .. import health
 from ..choices import FINAL_STATUSES, ChangeStatus
@@ -27,10 +29,16 @@ from ..models import ChangeRequest, Deployment
 
 
 def hosts_health_update(
-    *, hosts: Iterable[Host], now: dt.datetime | None = None, ended_change: int | None = None
+    *,
+    hosts: Iterable[Host],
+    now: dt.datetime | None = None,
+    ended_change: int | None = None,
+    snapshots: Iterable[StateSnapshot] = (),
 ) -> list[HostHealth]:
     """Re-decide the verdict of `hosts` from what is stored now.
 
+    `snapshots` are ones the caller holds already (a probe round's, just stored): one of them
+    that is still its host's newest is used as it is instead of being read and parsed again.
     A transition while a change runs on the host (or as it ends: `ended_change`) is recorded
     with that change's id, so notifications leave it to the job's own outcome message.
     """
@@ -38,21 +46,29 @@ def hosts_health_update(
     hosts = list(hosts)
     if not hosts:
         return []
-    evidence = _evidence(hosts, now)
+    evidence = _evidence(hosts, now, {s.pk: s for s in snapshots})
     stored = {h.host_id: h for h in HostHealth.objects.filter(host__in=hosts)}
     running = dict(
         ChangeRequest.objects.filter(host__in=hosts, status=ChangeStatus.RUNNING).values_list(
             "host_id", "pk"
         )
     )
-    updated = []
+    rows, transitions = [], []
     for host in hosts:
         facts, serving, last_change = evidence[host.pk]
         verdict = health.evaluate(facts)
-        during = ended_change or running.get(host.pk)
         previous = stored.get(host.pk)
-        updated.append(_store(host, verdict, facts, previous, now, (serving, last_change), during))
-    return updated
+        before = previous.verdict if previous is not None else None
+        rows.append(_row(host, verdict, facts, previous, now, (serving, last_change)))
+        if before is not None and before != verdict.verdict:
+            during = ended_change or running.get(host.pk)
+            transitions.append(_transition(host, before, rows[-1], during))
+    with transaction.atomic():
+        # one statement for the hosts judged before, one for the new ones, whatever their number
+        HostHealth.objects.bulk_update([r for r in rows if r.host_id in stored], _ROW_FIELDS)
+        HostHealth.objects.bulk_create([r for r in rows if r.host_id not in stored])
+        audit.record_many(transitions)
+    return rows
 
 
 def host_health_update(
@@ -61,57 +77,62 @@ def host_health_update(
     return hosts_health_update(hosts=[host], now=now, ended_change=ended_change)[0]
 
 
-def _store(
+_ROW_FIELDS = [
+    "verdict", "severity", "reasons", "since", "computed_at", "snapshot", "last_good_snapshot",
+    "serving", "last_change",
+]  # fmt: skip
+
+
+def _row(
     host: Host,
     verdict: health.HealthVerdict,
     facts: health.HostEvidence,
     previous: HostHealth | None,
     now: dt.datetime,
     labels: tuple[str, str],
-    during_change: int | None,
 ) -> HostHealth:
     serving, last_change = labels
-    reasons = [r.as_dict() for r in verdict.reasons]
-    changed = previous is None or previous.verdict != verdict.verdict
     row = previous or HostHealth(host=host, since=now)
-    before = previous.verdict if previous is not None else None
+    if previous is not None and previous.verdict != verdict.verdict:
+        row.since = now
     row.verdict = verdict.verdict
     row.severity = VERDICT_SEVERITY[verdict.verdict]
-    row.reasons = reasons
+    row.reasons = [r.as_dict() for r in verdict.reasons]
     row.computed_at = now
     row.snapshot_id = facts.snapshot.pk if facts.snapshot else None
     row.last_good_snapshot_id = facts.last_good.pk if facts.last_good else None
     row.serving = serving[:300]
     row.last_change = last_change[:300]
-    if changed:
-        row.since = now
-    with transaction.atomic():
-        row.save()
-        if changed and before is not None:
-            audit.record(
-                action=AuditAction.HOST_VERDICT_CHANGED,
-                target=host,
-                host=host,
-                data={
-                    "before": before,
-                    "after": verdict.verdict,
-                    "reasons": reasons,
-                    "during_change": during_change,
-                },
-            )
     return row
 
 
+def _transition(
+    host: Host, before: str, row: HostHealth, during_change: int | None
+) -> dict[str, Any]:
+    return {
+        "action": AuditAction.HOST_VERDICT_CHANGED,
+        "target": host,
+        "host": host,
+        "data": {
+            "before": before,
+            "after": row.verdict,
+            "reasons": row.reasons,
+            "during_change": during_change,
+        },
+    }
+
+
 def _evidence(
-    hosts: list[Host], now: dt.datetime
+    hosts: list[Host], now: dt.datetime, known: dict[int, StateSnapshot]
 ) -> dict[int, tuple[health.HostEvidence, str, str]]:
-    latest = _latest_snapshots(hosts)
+    host_ids = [h.pk for h in hosts]
+    latest = _latest_snapshots_where(host_ids, known=known)
     needs_last_good = [h.pk for h in hosts if getattr(latest.get(h.pk), "status", None) != "ok"]
     last_good = _latest_snapshots_where(needs_last_good, status=SnapshotStatus.OK)
-    integrity = _latest_snapshots_where([h.pk for h in hosts], includes_integrity=True)
     deployments = list(
         Deployment.objects.filter(host__in=hosts).select_related("model", "current_revision__model")
     )
+    integrity = _latest_integrity(deployments)
     changes = _last_finished_changes(deployments)
     evaluations = health_evaluations(deployments)
     out = {}
@@ -120,7 +141,7 @@ def _evidence(
         labels, change_texts = [], []
         for dep in (d for d in deployments if d.host_id == host.pk):
             unit, label, change_text = _unit_evidence(
-                dep, changes.get(dep.pk), integrity, evaluations.get(dep.pk)
+                dep, changes.get(dep.pk), integrity.get(dep.pk), evaluations.get(dep.pk)
             )
             units.append(unit)
             labels.append(label)
@@ -143,18 +164,13 @@ def _evidence(
 def _unit_evidence(
     dep: Deployment,
     change: ChangeRequest | None,
-    integrity: dict[int, StateSnapshot],
+    report: IntegrityReport | None,
     evaluation: health.Evaluation | None = None,
 ) -> tuple[health.UnitEvidence, str, str]:
     revision = dep.current_revision
     model = revision.model if revision is not None else dep.model
     plan = revision.plan if revision is not None else None
     label = f"{model.served_name} · {model.name} ({model.variant})"
-    report = None
-    checked = integrity.get(dep.host_id)
-    if checked is not None:
-        dep_state = checked.state().deployments.get(dep.unit)
-        report = dep_state.integrity if dep_state is not None else None
     outcome = None
     change_text = ""
     if change is not None:
@@ -188,14 +204,8 @@ def _facts(snapshot: StateSnapshot | None) -> health.SnapshotFacts | None:
     )
 
 
-def _latest_snapshots(hosts: list[Host]) -> dict[int, StateSnapshot]:
-    return _latest_snapshots_where([h.pk for h in hosts])
-
-
-def _latest_snapshots_where(host_ids: list[int], **where: Any) -> dict[int, StateSnapshot]:
-    """The newest snapshot per host matching `where`, in one query."""
-    if not host_ids:
-        return {}
+def _newest_ids(host_ids: list[int], **where: Any) -> list[int]:
+    """The id of each host's newest snapshot matching `where`, in one query."""
     newest = (
         StateSnapshot.objects.filter(host=OuterRef("pk"), **where)
         .order_by("-taken_at", "-id")
@@ -206,8 +216,45 @@ def _latest_snapshots_where(host_ids: list[int], **where: Any) -> dict[int, Stat
         .annotate(newest=Subquery(newest))
         .values_list("newest", flat=True)
     )
-    rows = StateSnapshot.objects.filter(pk__in=[i for i in ids if i is not None])
-    return {s.host_id: s for s in rows}
+    return [i for i in ids if i is not None]
+
+
+def _latest_snapshots_where(
+    host_ids: list[int], known: dict[int, StateSnapshot] | None = None, **where: Any
+) -> dict[int, StateSnapshot]:
+    """The newest snapshot per host matching `where`: those in `known` as they are, the rest
+    read in one query."""
+    if not host_ids:
+        return {}
+    known = known or {}
+    ids = _newest_ids(host_ids, **where)
+    found = [known[i] for i in ids if i in known]
+    found += StateSnapshot.objects.filter(pk__in=[i for i in ids if i not in known])
+    return {s.host_id: s for s in found}
+
+
+def _latest_integrity(deployments: list[Deployment]) -> dict[int, IntegrityReport | None]:
+    """Per deployment, the engine check of its unit in its host's newest snapshot that checked
+    the engine's files. Only that report is read from each snapshot, not the whole state: the
+    check runs hourly, and every probe round in between would otherwise parse it again."""
+    ids = _newest_ids(sorted({d.host_id for d in deployments}), includes_integrity=True)
+    if not ids:
+        return {}
+    units = sorted({d.unit for d in deployments})
+    reports = [
+        KeyTransform("integrity", KeyTransform(unit, KeyTransform("deployments", "parsed")))
+        for unit in units
+    ]
+    rows = {
+        row[0]: row[1:]
+        for row in StateSnapshot.objects.filter(pk__in=ids).values_list("host_id", *reports)
+    }
+    out = {}
+    for dep in deployments:
+        row = rows.get(dep.host_id)
+        if row is not None:
+            out[dep.pk] = IntegrityReport.from_json(row[units.index(dep.unit)])
+    return out
 
 
 def _last_finished_changes(deployments: list[Deployment]) -> dict[int, ChangeRequest]:

@@ -190,3 +190,26 @@ def test_the_outcome_of_the_last_change_counts(deployed, operator) -> None:
     assert row.verdict != "healthy"
     assert any(r["code"] == "change_rolled_back" for r in row.reasons)
     assert row.last_change == f"#{change.pk} model swap: rolled back"
+
+
+def test_patched_engine_files_found_by_an_earlier_check_keep_the_host_degraded(deployed) -> None:
+    """The engine check runs hourly; the probes in between still judge by its newest result."""
+    host = deployed.host
+    healthy = f.parsed_state()
+    healthy["deployments"][UNIT]["unit_file_sha256"] = deployed.current_revision.unit_sha256
+    checked = copy.deepcopy(healthy)
+    checked["deployments"][UNIT]["integrity"] = {
+        "dist": "vllm", "version": "0.11.0", "checked": 812,
+        "modified": ["vllm/entrypoints/openai/api_server.py"], "missing": [], "added": [],
+    }  # fmt: skip
+    outcome = ProbeOutcome(status="ok", duration_ms=50, parsed=checked)
+    snapshot_record(host=host, outcome=outcome, trigger="schedule", integrity=True)
+    record(host, healthy)  # a probe without the check
+    row = HostHealth.objects.get(host=host)
+    assert row.verdict == "degraded"
+    assert "engine_patched" in [r["code"] for r in row.reasons]
+    checked["deployments"][UNIT]["integrity"]["modified"] = []
+    outcome = ProbeOutcome(status="ok", duration_ms=50, parsed=checked)
+    snapshot_record(host=host, outcome=outcome, trigger="schedule", integrity=True)
+    record(host, healthy)
+    assert HostHealth.objects.get(host=host).verdict == "healthy"
