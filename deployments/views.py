@@ -333,10 +333,11 @@ def change_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def approvals(request: HttpRequest) -> HttpResponse:
+    page, page_note = selectors.approvals_page(page=request.GET.get("page"))
     return render(
         request,
         "deployments/approvals.html",
-        {"changes": selectors.approvals_waiting(), "ttl": settings.APPROVAL_TTL_SECONDS},
+        {"page": page, "page_note": page_note, "ttl": settings.APPROVAL_TTL_SECONDS},
     )
 
 

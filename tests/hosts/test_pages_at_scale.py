@@ -5,6 +5,7 @@ fleet page, a host's page, the approvals queue and the audit history. (How fast 
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.db import connection
@@ -16,6 +17,7 @@ from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
+from deployments.services import change_request_create
 from hosts.choices import HostKeyStatus
 from hosts.models import Host, HostHealth, StateSnapshot
 from hosts.state import snapshot_digest
@@ -90,26 +92,89 @@ def test_a_host_page_with_a_long_history(client, viewer, django_assert_max_num_q
         client.get(reverse("hosts:gpu_series", args=[host.name]) + "?window=7d")
 
 
-def waiting_changes(count: int, catalog: dict) -> None:
-    for i in range(count):
-        host = f.make_host(f"appr-{ChangeRequest.objects.count():04d}-{i}", port=2201)
-        deployment = f.make_deployment(host, catalog["NVFP4"])
-        ChangeRequest.objects.create(
-            host=host, deployment=deployment, kind="model_swap",
-            snapshot=f.make_snapshot(host), reason="faster", requested_by_name="otto",
-            needs_approval=True, params_digest="-", correlation_id=f"c-{host.pk}",
-            status=ChangeStatus.PENDING_APPROVAL,
-        )  # fmt: skip
+def waiting_changes(count: int, catalog: dict) -> list[ChangeRequest]:
+    """`count` model swaps waiting for approval, a minute apart, the first the oldest."""
+    host = Host.objects.filter(name="appr-01").first() or f.make_host("appr-01", port=2201)
+    deployment = host.deployments.first() or f.make_deployment(host, catalog["NVFP4"])
+    snapshot = f.make_snapshot(host)
+    start = ChangeRequest.objects.count()
+    changes = ChangeRequest.objects.bulk_create(
+        ChangeRequest(host=host, deployment=deployment, kind="model_swap", snapshot=snapshot,
+                      reason=f"faster {start + i}", requested_by_name="otto", needs_approval=True,
+                      params_digest="-", correlation_id=f"c-{start + i}",
+                      status=ChangeStatus.PENDING_APPROVAL)
+        for i in range(count)
+    )  # fmt: skip
+    base = timezone.now() - dt.timedelta(days=1)
+    for i, change in enumerate(changes, start=start):
+        ChangeRequest.objects.filter(pk=change.pk).update(created_at=base + dt.timedelta(minutes=i))
+    return changes
 
 
-def test_the_approvals_queue_with_many_waiting(client, approver, django_assert_max_num_queries):
+def test_the_approvals_queue_with_many_waiting(
+    client, approver, operator, django_assert_max_num_queries
+):
     client.force_login(approver)
     catalog = f.make_catalog()
     waiting_changes(3, catalog)
     few = queries(client, reverse("deployments:approvals"))
-    waiting_changes(30, catalog)
+    waiting_changes(57, catalog)
+    # a swap as the form requests it names the revision and model it swaps to
+    host = f.make_host("gpu-swap")
+    swap = change_request_create(
+        user=operator, deployment=f.make_deployment(host, catalog["NVFP4"]), kind="model_swap",
+        snapshot=f.make_snapshot(host), reason="faster", model=catalog["INT4"],
+    )  # fmt: skip
+    ChangeRequest.objects.filter(pk=swap.pk).update(
+        created_at=timezone.now() - dt.timedelta(days=2)
+    )
+    with django_assert_max_num_queries(few):
+        body = client.get(reverse("deployments:approvals")).content.decode()
+    assert f"→ {catalog['INT4']}" in body
     with django_assert_max_num_queries(few):
         client.get(reverse("deployments:approvals"))
+    with django_assert_max_num_queries(few):
+        client.get(reverse("deployments:approvals") + "?page=2")
+
+
+def approval_ids(body: str) -> list[int]:
+    return [int(pk) for pk in re.findall(r">#(\d+)</a>", body)]
+
+
+def test_the_approvals_queue_page_two_shows_the_rest_oldest_first(client, approver):
+    client.force_login(approver)
+    changes = waiting_changes(60, f.make_catalog())
+    ChangeRequest.objects.filter(pk=changes[-1].pk).update(status=ChangeStatus.QUEUED)
+    first = client.get(reverse("deployments:approvals")).content.decode()
+    second = client.get(reverse("deployments:approvals") + "?page=2").content.decode()
+    assert approval_ids(first) == [c.pk for c in changes[:50]]
+    assert approval_ids(second) == [c.pk for c in changes[50:59]]  # the approved one is gone
+    assert "59 waiting" in first and "59 waiting" in second
+    assert "page 1 of 2" in first and 'href="?page=2"' in first
+    assert "page 2 of 2" in second and 'href="?page=1"' in second
+
+
+@pytest.mark.parametrize(
+    ("page", "note"),
+    [
+        ("7", "There is no page 7: this is the last page, 2."),
+        ("x", "“x” is not a page number: this is page 1."),
+        ("<b>", "“&lt;b&gt;” is not a page number"),
+    ],
+)
+def test_a_page_of_approvals_that_does_not_exist_says_so(client, approver, page, note):
+    client.force_login(approver)
+    waiting_changes(60, f.make_catalog())
+    response = client.get(reverse("deployments:approvals"), {"page": page})
+    assert response.status_code == 200
+    assert note in response.content.decode()
+
+
+def test_an_empty_approvals_queue_has_no_pages(client, approver):
+    client.force_login(approver)
+    body = client.get(reverse("deployments:approvals"), {"page": "2"}).content.decode()
+    assert "0 waiting" in body and "Nothing waits." in body
+    assert 'id="approvals-pages"' not in body
 
 
 def test_the_audit_history_during_a_probe_storm(client, viewer, django_assert_max_num_queries):
