@@ -36,18 +36,20 @@ def _row_context(
 
 def _fleet_context(request: HttpRequest) -> dict[str, Any]:
     form = FleetFilterForm(request.GET)
-    filters = form.cleaned_data if form.is_valid() else {}
-    page, rows = selectors.fleet_page(
+    form.is_valid()  # a filter that does not parse is left out; the others still apply
+    filters = form.cleaned_data
+    page, rows, page_note = selectors.fleet_page(
         verdict=filters.get("verdict") or "",
         q=filters.get("q") or "",
         sort=filters.get("sort") or "verdict",
-        page=filters.get("page") or 1,
+        page=request.GET.get("page"),
     )
     query = request.GET.copy()
     query.pop("page", None)
     return {
         "form": form,
         "page": page,
+        "page_note": page_note,
         "rows": rows,
         "query": query.urlencode(),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,

@@ -5,7 +5,9 @@ fleet page, a host's page, the approvals queue and the audit history. (How fast 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
+from collections.abc import Iterable
 
 import pytest
 from django.db import connection
@@ -67,15 +69,84 @@ def add_history(host: Host, count: int) -> None:
 
 def test_the_fleet_page_does_not_load_every_host(client, viewer, django_assert_max_num_queries):
     client.force_login(viewer)
-    add_hosts(10)
+    add_hosts(3)
     few = queries(client, reverse("hosts:dashboard"))
-    add_hosts(140, start=10)
+    add_hosts(57, start=3)
+    # hosts that cannot be read now show their last good snapshot: still no query per row
+    unreadable(Host.objects.order_by("name")[:20])
+    with django_assert_max_num_queries(few):
+        client.get(reverse("hosts:dashboard"))
     with django_assert_max_num_queries(few):
         client.get(reverse("hosts:dashboard") + "?sort=age&page=2")
-    many = queries(client, reverse("hosts:dashboard") + "?verdict=healthy&q=node")
+    with django_assert_max_num_queries(few):
+        client.get(reverse("hosts:dashboard_rows") + "?sort=name")
+    many = queries(client, reverse("hosts:dashboard") + "?verdict=failed&q=node")
     assert many <= few
-    rows = client.get(reverse("hosts:dashboard")).content.decode().count('id="host-row-')
-    assert 0 < rows <= 50
+    body = client.get(reverse("hosts:dashboard")).content.decode()
+    assert 0 < body.count('id="host-row-') <= 50
+    assert "last known good" in body
+
+
+def unreadable(hosts: Iterable[Host]) -> None:
+    """Each host's newest probe failed; its health keeps the snapshot before as last good."""
+    now = timezone.now()
+    for host in hosts:
+        good = host.snapshots.get()
+        failed = StateSnapshot.objects.create(
+            host=host, taken_at=now, status="unreachable", trigger="schedule", duration_ms=50,
+            parsed={}, digest=snapshot_digest({}),
+        )  # fmt: skip
+        HostHealth.objects.filter(host=host).update(
+            verdict="failed", severity=3, snapshot=failed, last_good_snapshot=good
+        )
+
+
+def fleet_names(client, query: str = "") -> list[str]:
+    body = client.get(reverse("hosts:dashboard") + query).content.decode()
+    return re.findall(r'data-host="([^"]+)"', body)
+
+
+def test_the_fleet_page_two_shows_the_rest(client, viewer):
+    client.force_login(viewer)
+    add_hosts(60)
+    first = fleet_names(client, "?sort=name&q=node-")
+    second = fleet_names(client, "?sort=name&q=node-&page=2")
+    assert first == [f"node-{i:05d}" for i in range(50)]
+    assert second == [f"node-{i:05d}" for i in range(50, 60)]
+    body = client.get(reverse("hosts:dashboard") + "?sort=name&q=node-").content.decode()
+    assert "page 1 of 2 (60 hosts)" in body
+    assert 'href="?sort=name&amp;q=node-&page=2"' in body
+    # the rows of page 2 refresh as page 2, with the same filters
+    body = client.get(reverse("hosts:dashboard") + "?sort=name&q=node-&page=2").content.decode()
+    poll = html.unescape(re.findall(r'<tbody hx-get="([^"]+)"', body)[0])
+    assert poll == "/hosts/rows/?sort=name&q=node-&page=2"
+    assert re.findall(r'data-host="([^"]+)"', client.get(poll).content.decode()) == second
+
+
+@pytest.mark.parametrize(
+    ("page", "shown", "note"),
+    [
+        ("99", 2, "There is no page 99: this is the last page, 2."),
+        ("9" * 5000, 2, "this is the last page, 2."),
+        ("abc", 1, "“abc” is not a page number: this is page 1."),
+        ("0", 1, "“0” is not a page number"),
+        ("-1", 1, "“-1” is not a page number"),
+        ("²", 1, "“²” is not a page number"),
+    ],
+)
+def test_a_page_that_does_not_exist_gets_the_nearest_and_says_so(client, viewer, page, shown, note):
+    client.force_login(viewer)
+    add_hosts(60)
+    for url in (reverse("hosts:dashboard"), reverse("hosts:dashboard_rows")):
+        response = client.get(url, {"sort": "name", "q": "node-", "page": page})
+        assert response.status_code == 200
+    body = client.get(
+        reverse("hosts:dashboard"), {"sort": "name", "q": "node-", "page": page}
+    ).content.decode()
+    assert note in body
+    assert f"page {shown} of 2" in body
+    names = re.findall(r'data-host="([^"]+)"', body)
+    assert names[0] == ("node-00050" if shown == 2 else "node-00000")  # the other filters hold
 
 
 def test_a_host_page_with_a_long_history(client, viewer, django_assert_max_num_queries):
