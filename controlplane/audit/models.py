@@ -58,6 +58,9 @@ class AuditEvent(models.Model):
             # History filters combine one of these with keyset pagination on seq.
             models.Index(fields=["action", "-seq"], name="audit_action_seq"),
             models.Index(fields=["host_id", "-seq"], name="audit_host_seq"),
+            # the history filtered by a host's name as the filter form takes it (`?host=gpu-01`):
+            # events keep the name they recorded, so a deleted host's events are found too
+            models.Index(fields=["host_label", "-seq"], name="audit_host_label_seq"),
             # "what happened to this host" narrowed to one action, e.g. its model swaps
             models.Index(fields=["host_id", "action", "-seq"], name="audit_host_action_seq"),
             models.Index(fields=["actor", "-seq"], name="audit_actor_seq"),

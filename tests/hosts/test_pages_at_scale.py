@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
+from controlplane.audit.models import AuditEvent
+from controlplane.audit.selectors import EventFilter, events_filtered
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
 from deployments.services import change_request_create
@@ -266,3 +268,55 @@ def test_the_audit_history_during_a_probe_storm(client, viewer, django_assert_ma
         client.get(reverse("audit:history"))
     with django_assert_max_num_queries(few):
         client.get(reverse("audit:history") + f"?host={host.name}&action=probe.completed")
+
+
+def host_events(host: Host, count: int) -> None:
+    """`count` probe events of `host`, between as many of another host's."""
+    other = Host.objects.filter(name="gpu-02").first() or f.make_host("gpu-02")
+    snapshot = f.make_snapshot(host)
+    audit.record_many(
+        [{"action": AuditAction.PROBE_COMPLETED, "target": snapshot, "host": h,
+          "snapshot": snapshot, "data": {"status": "ok", "trigger": "schedule"}}
+         for _ in range(count) for h in (host, other)]
+    )  # fmt: skip
+
+
+def event_seqs(body: str) -> list[int]:
+    return [int(seq) for seq in re.findall(r'<tr id="event-(\d+)">', body)]
+
+
+def test_the_audit_history_of_one_host(client, viewer, django_assert_max_num_queries):
+    client.force_login(viewer)
+    host = f.make_host("gpu-01")
+    host_events(host, 3)
+    url = reverse("audit:history") + f"?host={host.name}"
+    few = queries(client, url)
+    host_events(host, 57)
+    with django_assert_max_num_queries(few):
+        first = client.get(url).content.decode()
+    ours = list(
+        AuditEvent.objects.filter(host_label=host.name)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+    )
+    assert len(ours) > 60 and event_seqs(first) == ours[:50]
+    older = re.search(r'href="/audit/\?host=gpu-01&(?:amp;)?before=(\d+)"', first)
+    assert older is not None
+    with django_assert_max_num_queries(few):
+        second = client.get(url + f"&before={older[1]}").content.decode()
+    assert event_seqs(second) == ours[50:100]
+    # a cursor that is not a number is ignored: the newest events, not an error
+    response = client.get(url + "&before=abc")
+    assert response.status_code == 200
+    assert event_seqs(response.content.decode()) == ours[:50]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")
+def test_the_history_of_a_host_by_name_reads_an_index(client, viewer):
+    """A host's name in the filter form (`?host=gpu-01`) walks the index on (host_label, seq):
+    without it, PostgreSQL scanned the whole audit table for one host's page (bench/README)."""
+    query = events_filtered(filters=EventFilter(host="gpu-01")).order_by("-seq")[:51]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = query.explain()
+    assert "audit_host_label_seq" in plan
