@@ -40,24 +40,33 @@ def fleet_page(
 
     Each row reads only the parts of its snapshots' state that it shows (ROW_STATE_KEYS): at
     50 rows a page, decoding whole snapshots was most of the page's cost."""
-    hosts = Host.objects.select_related("health").annotate(
-        newest_snapshot=newest_snapshot_id(),
-        newest_integrity=newest_snapshot_id(includes_integrity=True),
-    )
+    matching = Host.objects.all()
     if verdict:
-        hosts = hosts.filter(health__verdict=verdict)
+        matching = matching.filter(health__verdict=verdict)
     if q:
-        hosts = hosts.filter(name__icontains=q)
+        matching = matching.filter(name__icontains=q)
     orders: dict[str, list[Any]] = {
         "name": ["name"],
         "age": [F("last_probe_at").asc(nulls_first=True), "name"],
         "verdict": [F("health__severity").desc(nulls_first=True), "name"],
     }
     order = orders.get(sort, orders["verdict"])
-    current, note = numbered_page(hosts.order_by(*order), page)
+    # Sort and page the hosts' ids alone, then read the page's hosts whole: sorting every
+    # host with all its columns and its health took twice as long (10,000 hosts, bench/).
+    current, note = numbered_page(matching.order_by(*order).values_list("pk", flat=True), page)
+    ids = list(current.object_list)
+    found = (
+        Host.objects.select_related("health")
+        .annotate(
+            newest_snapshot=newest_snapshot_id(),
+            newest_integrity=newest_snapshot_id(includes_integrity=True),
+        )
+        .in_bulk(ids)
+    )
+    hosts = [found[pk] for pk in ids if pk in found]  # (one removed meanwhile is left out)
     now = timezone.now()
     wanted = set()
-    for host in current.object_list:
+    for host in hosts:
         health = getattr(host, "health", None)
         wanted |= {
             host.newest_snapshot,  # type: ignore[attr-defined]
@@ -66,7 +75,7 @@ def fleet_page(
         }
     snapshots = row_snapshots(wanted - {None})
     rows = []
-    for host in current.object_list:
+    for host in hosts:
         health = getattr(host, "health", None)
         rows.append(
             fleet_row(
