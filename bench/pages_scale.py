@@ -271,8 +271,10 @@ def main() -> None:
         with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
             conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True,
-                       env=dict(os.environ, DATABASE_URL=db_url))  # fmt: skip
+    # Also on --reuse: a database loaded before the code's newest migration (an index) would
+    # measure the old schema.
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True,
+                   env=dict(os.environ, DATABASE_URL=db_url))  # fmt: skip
     setup(db_url)
     if not args.reuse:
         load(args)
@@ -288,6 +290,7 @@ def main() -> None:
         f"host page, {args.history} snapshots": f"/hosts/{BIG}/",
         "host charts, 7 days": f"/hosts/{BIG}/gpu-series.json?window=7d",
         f"approvals queue, {args.approvals} waiting": "/approvals/",
+        "approvals queue, last page": f"/approvals/?page={max(1, -(-args.approvals // 50))}",
         "audit history during a probe storm": "/audit/",
         "audit history of one host": f"/audit/?host={BIG}",
     }
