@@ -7,6 +7,7 @@ import copy
 import datetime as dt
 
 import pytest
+import time_machine
 from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
@@ -213,3 +214,18 @@ def test_patched_engine_files_found_by_an_earlier_check_keep_the_host_degraded(d
     snapshot_record(host=host, outcome=outcome, trigger="schedule", integrity=True)
     record(host, healthy)
     assert HostHealth.objects.get(host=host).verdict == "healthy"
+
+
+def test_since_is_when_the_verdict_last_changed_not_when_it_was_last_computed(deployed) -> None:
+    host = deployed.host
+    healthy = f.parsed_state()
+    healthy["deployments"][UNIT]["unit_file_sha256"] = deployed.current_revision.unit_sha256
+    failed = copy.deepcopy(healthy)
+    failed["deployments"][UNIT]["unit"]["active_state"] = "failed"
+    start = timezone.now()
+    for seconds, parsed in ((0, healthy), (60, healthy), (120, failed), (180, failed)):
+        with time_machine.travel(start + dt.timedelta(seconds=seconds), tick=False):
+            record(host, parsed)
+    row = HostHealth.objects.get(host=host)
+    assert (row.verdict, row.since) == ("failed", start + dt.timedelta(seconds=120))
+    assert row.computed_at == start + dt.timedelta(seconds=180)
