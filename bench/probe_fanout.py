@@ -132,7 +132,8 @@ def _fresh_postgres(url: str, n: int) -> str:
     base, _, _name = url.rpartition("/")
     name = f"controlplane_bench_{n}"
     with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        # a previous size's fleet may still be closing its sessions
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     return f"{base}/{name}"
 
