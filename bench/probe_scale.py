@@ -235,10 +235,23 @@ def ages(window_start: float, window_end: float) -> dict[str, float]:
             [window_start, window_end],
         )
         events = dict(cursor.fetchall())
+        # fairness: how many snapshots each enabled host got in the window (0 included)
+        cursor.execute(
+            """
+            SELECT n, count(*) FROM (
+              SELECT h.id, count(s.id) AS n FROM hosts_host h
+              LEFT JOIN hosts_statesnapshot s ON s.host_id = h.id
+                AND s.taken_at >= to_timestamp(%s) AND s.taken_at <= to_timestamp(%s)
+              WHERE h.enabled GROUP BY h.id
+            ) per_host GROUP BY n ORDER BY n
+            """,
+            [window_start, window_end],
+        )
+        per_host = {int(n): hosts for n, hosts in cursor.fetchall()}
     return {"worst": float(worst or 0), "p50": float(p50 or 0), "p99": float(p99 or 0),
             "hosts_seen": hosts, "snapshots": snapshots, "gaps": n_gaps, "gaps_over_75": over75,
             "gaps_over_120": over120, "hosts_over_75": hosts_over75, "statuses": statuses,
-            "audit_events": events}  # fmt: skip
+            "audit_events": events, "snapshots_per_host": per_host}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -356,6 +369,10 @@ def report(r: dict) -> None:
               f"hosts); over 120 s: {r['gaps_over_120']}; expected snapshots at 60 s "
               f"{r['hosts'] * r['minutes']:.0f}")  # fmt: skip
     print(f"statuses {r['statuses']}; audit events in the window {r['audit_events']}")
+    if "snapshots_per_host" in r:  # not in runs saved before it was counted
+        spread = ", ".join(f"{n}: {k}" for n, k in sorted(
+            (int(n), k) for n, k in r["snapshots_per_host"].items()))  # fmt: skip
+        print(f"snapshots per host in the window (snapshots: hosts) {spread}")
     print(f"{'worker':>6} {'CPU share':>10} {'RSS max MB':>11} {'RSS end MB':>11}")
     for i, w in enumerate(r["per_worker"]):
         print(f"{i:>6} {w['cpu_share']:>10.2f} {w['rss_mb_max']:>11.0f} {w['rss_mb_end']:>11.0f}")
