@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
 from ..choices import SnapshotStatus
@@ -56,10 +56,32 @@ def gpu_samples_for(snapshots: Iterable[StateSnapshot]) -> list[GpuSample]:
     return samples
 
 
+_COPY_COLUMNS = (
+    "host_id", "snapshot_id", "taken_at", "minute", "gpu", "memory_used_mib",
+    "memory_total_mib", "power_draw_w", "utilization_pct", "temperature_c",
+)  # fmt: skip
+
+
 def gpu_samples_record(*, snapshots: Iterable[StateSnapshot]) -> int:
-    """Store the samples of snapshots just stored; called inside the snapshots' transaction."""
+    """Store the samples of snapshots just stored; called inside the snapshots' transaction.
+
+    On PostgreSQL the rows go in with COPY: a probe round writes eight per host, and building
+    an INSERT of thousands of rows cost more of the worker's CPU than any other statement.
+    """
     samples = gpu_samples_for(snapshots)
-    GpuSample.objects.bulk_create(samples)
+    if not samples:
+        return 0
+    if connection.vendor != "postgresql":
+        GpuSample.objects.bulk_create(samples)
+        return len(samples)
+    table = connection.ops.quote_name(GpuSample._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(c) for c in _COPY_COLUMNS)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+    ):
+        for sample in samples:
+            copy.write_row([getattr(sample, c) for c in _COPY_COLUMNS])
     return len(samples)
 
 
