@@ -261,13 +261,15 @@ class StateSnapshot(models.Model):
     class Meta:
         ordering = ["-taken_at", "-id"]
         indexes = [
-            # latest snapshot of a host, and a host's history page
-            models.Index(fields=["host", "-taken_at"], name="snapshot_host_latest"),
+            # latest snapshot of a host, and a host's history page. The id is in the key
+            # because every such query orders by (taken_at, id): without it PostgreSQL walks
+            # the taken_at index past every other host's recent snapshots instead.
+            models.Index(fields=["host", "-taken_at", "-id"], name="snapshot_host_newest"),
             # a host's newest integrity check (host page, health evidence of every probe round)
             # without walking past every snapshot since
             models.Index(
-                fields=["host", "-taken_at"],
-                name="snapshot_host_integrity",
+                fields=["host", "-taken_at", "-id"],
+                name="snapshot_host_newest_check",
                 condition=models.Q(includes_integrity=True),
             ),
         ]

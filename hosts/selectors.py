@@ -169,17 +169,27 @@ def newest_snapshot_id(**filters: Any) -> Subquery:
     )
 
 
+def _newest(snapshots: QuerySet[StateSnapshot], limit: int) -> QuerySet[StateSnapshot]:
+    """The newest `limit` of `snapshots`, newest first, found by id first: the ids come from
+    an index-only scan of (host, taken_at, id), then only those rows are read. Asked for whole
+    rows at once, PostgreSQL may instead walk every host's recent snapshots by time."""
+    newest = snapshots.order_by("-taken_at", "-id").values("id")[:limit]
+    return StateSnapshot.objects.filter(pk__in=Subquery(newest)).order_by("-taken_at", "-id")
+
+
 def latest_snapshot(host: Host) -> StateSnapshot | None:
-    return host.snapshots.order_by("-taken_at", "-id").first()
+    return _newest(host.snapshots.all(), 1).first()
 
 
 def latest_integrity_snapshot(host: Host) -> StateSnapshot | None:
     """The newest snapshot that checked the engine's installed files."""
-    return host.snapshots.filter(includes_integrity=True).order_by("-taken_at", "-id").first()
+    return _newest(host.snapshots.filter(includes_integrity=True), 1).first()
 
 
 def snapshot_history(host: Host, limit: int = 50) -> QuerySet[StateSnapshot]:
-    return host.snapshots.order_by("-taken_at", "-id")[:limit]
+    """The newest snapshots as the host page lists them: their headers, not their contents."""
+    shown = ("id", "host_id", "taken_at", "status", "trigger", "duration_ms", "digest")
+    return _newest(host.snapshots.all(), limit).only(*shown)
 
 
 def snapshot_summary(

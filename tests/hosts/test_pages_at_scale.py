@@ -22,6 +22,7 @@ from controlplane.audit.selectors import EventFilter, events_filtered
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
 from deployments.services import change_request_create
+from hosts import selectors
 from hosts.choices import HostKeyStatus
 from hosts.models import Host, HostHealth, StateSnapshot
 from hosts.state import snapshot_digest
@@ -322,3 +323,32 @@ def test_the_history_of_a_host_by_name_reads_an_index(client, viewer):
         cursor.execute("SET LOCAL enable_seqscan = off")
         plan = query.explain()
     assert "audit_host_label_seq" in plan
+
+
+def test_a_host_page_lists_its_newest_snapshots_newest_first(client, viewer):
+    client.force_login(viewer)
+    host = f.make_host("gpu-01")
+    other = f.make_host("gpu-02", port=2202)
+    add_history(host, 60)
+    f.make_snapshot(other)  # a newer snapshot of another host is not this host's
+    ours = list(
+        StateSnapshot.objects.filter(host=host)
+        .order_by("-taken_at", "-id")
+        .values_list("pk", flat=True)
+    )
+    body = client.get(reverse("hosts:detail", args=[host.name])).content.decode()
+    listed = [int(pk) for pk in re.findall(r'href="/snapshots/(\d+)/"', body)]
+    assert listed[-50:] == ours[:50]
+    assert selectors.latest_snapshot(host).pk == ours[0]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")
+def test_a_hosts_newest_snapshots_are_found_in_its_index(viewer):
+    """Every "newest snapshot of a host" orders by (taken_at, id): the index holds both, so the
+    ids come from an index-only scan, however many other hosts were probed since."""
+    host = f.make_host("gpu-01")
+    newest = host.snapshots.order_by("-taken_at", "-id").values("id")[:50]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = newest.explain()
+    assert "snapshot_host_newest" in plan and "Sort" not in plan
