@@ -5,36 +5,36 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from .. import tools
 from . import sudoers
+from .program import parse
 from .session import ERR, NULL, OUT, Session, Sink
-from .syntax import Command, ShellSyntaxError, Unsupported, parse_lines, parse_list
-from .tokenizer import tokenize
+from .syntax import Command, ShellSyntaxError, Unsupported
 
 if TYPE_CHECKING:
     from ..state import Machine
 
 _DIRS = ("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/local/bin/")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+_NO_VARIABLES: Mapping[str, str] = MappingProxyType({})  # for commands without a `$NAME`
 
 
 async def run(session: Session, script: str) -> int:
     """Run a whole command string like `bash -c` would; returns the exit status."""
-    tokens, error = tokenize(script)
+    program = parse(script)
+    error = program.error
     status = 0
-    lines = parse_lines(tokens)
-    for line_tokens in lines:
-        if error is not None and line_tokens[-1].line >= error.line:
+    for line in program.lines:
+        if error is not None and line.last_line >= error.line:
             break
-        try:
-            commands = parse_list(line_tokens)
-        except ShellSyntaxError as exc:
-            return _syntax_error(session, exc)
-        for connector, command in commands:
+        if line.error is not None:
+            return _syntax_error(session, line.error)
+        for connector, command in line.commands:
             if connector == "&&" and status != 0:
                 continue
             if connector == "||" and status == 0:
@@ -91,10 +91,15 @@ class _Output:
 
 
 async def _execute(session: Session, command: Command, status: int) -> int | _Exit:
-    env = session.env(status)
-    argv = [
-        w.expand(env) for w in command.words if w.quoted or w.literal() is not None or w.expand(env)
-    ]
+    env = session.env(status) if command.needs_env else _NO_VARIABLES
+    if command.literal_argv is not None:
+        argv = list(command.literal_argv)
+    else:
+        argv = [
+            w.expand(env)
+            for w in command.words
+            if w.quoted or w.literal() is not None or w.expand(env)
+        ]
     output = _Output(session.sink)
     problem = _redirect(session, command, env, output)
     if problem:
@@ -109,7 +114,7 @@ async def _execute(session: Session, command: Command, status: int) -> int | _Ex
     return await _run_program(session, argv, command.line, status, output, assignments)
 
 
-def _redirect(session: Session, command: Command, env: dict[str, str], output: _Output) -> str:
+def _redirect(session: Session, command: Command, env: Mapping[str, str], output: _Output) -> str:
     """Apply the command's redirections in order; what bash complains of ("" when nothing).
 
     `>` empties its file at once, as bash does before the command runs.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -20,21 +21,31 @@ class Var:
     name: str
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Word:
-    parts: list[str | Var] = field(default_factory=list)
+    """One word as written: its literal pieces and `$NAME`s, and whether any of it was quoted.
+
+    Immutable: a parsed script is cached and shared by every run of the same text.
+    """
+
+    parts: tuple[str | Var, ...] = ()
     quoted: bool = False
+    text: str | None = field(default=None, init=False, compare=False)  # literal(), worked out once
+
+    def __post_init__(self) -> None:
+        if all(isinstance(p, str) for p in self.parts):
+            object.__setattr__(self, "text", "".join(p for p in self.parts if isinstance(p, str)))
 
     def literal(self) -> str | None:
-        if all(isinstance(p, str) for p in self.parts):
-            return "".join(p for p in self.parts if isinstance(p, str))
-        return None
+        return self.text
 
-    def expand(self, env: dict[str, str]) -> str:
+    def expand(self, env: Mapping[str, str]) -> str:
+        if self.text is not None:
+            return self.text
         return "".join(p if isinstance(p, str) else env.get(p.name, "") for p in self.parts)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: str  # "word", "op", "redir"
     line: int
@@ -43,18 +54,31 @@ class Token:
     fd: int | str = 1
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Redirect:
     fd: int | str  # 0, 1, 2 or "both" for &>
     op: str  # ">", ">>", ">&", "<"
     target: Word
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Command:
-    words: list[Word]
-    redirects: list[Redirect]
+    words: tuple[Word, ...]
+    redirects: tuple[Redirect, ...]
     line: int
+    # The argv when no word has a `$NAME` in it (most command lines): no expansion to do.
+    literal_argv: tuple[str, ...] | None = field(default=None, init=False, compare=False)
+    # Whether any word or redirection target has a `$NAME` (only then is $? and the like needed)
+    needs_env: bool = field(default=True, init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        texts = [w.text for w in self.words]
+        if all(t is not None for t in texts):
+            object.__setattr__(self, "literal_argv", tuple(t for t in texts if t is not None))
+        targets = [r.target.text for r in self.redirects]
+        object.__setattr__(
+            self, "needs_env", self.literal_argv is None or any(t is None for t in targets)
+        )
 
 
 def parse_lines(tokens: list[Token]) -> list[list[Token]]:
@@ -89,12 +113,12 @@ def parse_list(tokens: list[Token]) -> list[tuple[str, Command]]:
         else:
             if not words and not redirects:
                 raise ShellSyntaxError(f"syntax error near unexpected token `{tok.op}'", tok.line)
-            result.append((connector, Command(words, redirects, line)))
+            result.append((connector, Command(tuple(words), tuple(redirects), line)))
             connector, words, redirects = tok.op, [], []
             line = tok.line
         i += 1
     if words or redirects:
-        result.append((connector, Command(words, redirects, line)))
+        result.append((connector, Command(tuple(words), tuple(redirects), line)))
     elif connector in ("&&", "||"):
         raise ShellSyntaxError("syntax error: unexpected end of file", line)
     return result

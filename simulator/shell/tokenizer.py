@@ -27,6 +27,21 @@ def tokenize(text: str) -> tuple[list[Token], ShellSyntaxError | None]:
     return tokenizer.tokens, None
 
 
+class _WordBuilder:
+    """The word being read; frozen into a Word once it ends."""
+
+    __slots__ = ("parts", "quoted")
+
+    def __init__(self) -> None:
+        self.parts: list[str | Var] = []
+        self.quoted = False
+
+    def literal(self) -> str | None:
+        if all(isinstance(p, str) for p in self.parts):
+            return "".join(p for p in self.parts if isinstance(p, str))
+        return None
+
+
 class _Tokenizer:
     """One pass over the text; each special character has its own step, the rest is words."""
 
@@ -36,7 +51,7 @@ class _Tokenizer:
         self.i = 0
         self.line = 1
         self.tokens: list[Token] = []
-        self.cur: Word | None = None  # the word being built, if any
+        self.cur: _WordBuilder | None = None  # the word being built, if any
         self.cur_line = 1  # the line it started on
         self.steps: dict[str, Callable[[], None]] = {
             " ": self._blank,
@@ -69,16 +84,17 @@ class _Tokenizer:
 
     def flush(self) -> None:
         if self.cur is not None:
-            self.tokens.append(Token("word", self.cur_line, word=self.cur))
+            word = Word(tuple(self.cur.parts), self.cur.quoted)
+            self.tokens.append(Token("word", self.cur_line, word=word))
             self.cur = None
 
-    def start(self) -> Word:
+    def start(self) -> _WordBuilder:
         if self.cur is None:
-            self.cur = Word()
+            self.cur = _WordBuilder()
             self.cur_line = self.line
         return self.cur
 
-    def expand(self, j: int, word: Word) -> int:
+    def expand(self, j: int, word: _WordBuilder) -> int:
         """Expand what follows a `$` at text[j]; returns the index after it."""
         text = self.text
         nxt = text[j + 1] if j + 1 < self.n else ""
