@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -66,6 +65,8 @@ class _Exit:
 class _Output:
     """Where one command's file descriptors point after its redirections."""
 
+    __slots__ = ("captured", "fds", "files", "sink", "stdin")
+
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
         self.fds: dict[int, str] = {1: OUT, 2: ERR}
@@ -84,6 +85,8 @@ class _Output:
 
     def write_files(self, machine: Machine) -> None:
         """Append what the command wrote to each file it was redirected to."""
+        if not self.files:
+            return
         for dest, path in self.files.items():
             if dest in self.captured:
                 previous = machine.unit_files.get(path, "")
@@ -106,7 +109,7 @@ async def _execute(session: Session, command: Command, status: int) -> int | _Ex
         session.sink.write(ERR, f"bash: line {command.line}: {problem}\n")
         return 1
     assignments = {}
-    while argv and _ASSIGNMENT.fullmatch(argv[0]):
+    while argv and "=" in argv[0] and _ASSIGNMENT.fullmatch(argv[0]):
         name, _, value = argv.pop(0).partition("=")  # FOO=bar before a command
         assignments[name] = value
     if not argv:
@@ -200,7 +203,7 @@ async def _run_program(
         session=session, as_root=as_root or session.is_root, line=line, env=assignments
     )
     answered = tool(ctx, argv, stdin)
-    result = await answered if inspect.isawaitable(answered) else answered
+    result = answered if isinstance(answered, tools.Result) else await answered
     for fd, text in result.chunks:
         output.emit(fd, text)
     output.write_files(session.machine)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 
 from .. import catalog, processes
@@ -33,6 +34,13 @@ def systemd_timestamp(wall: float | None) -> str:
     """`Mon 2026-11-30 09:12:41 UTC`: how systemctl shows a timestamp on a host set to UTC."""
     if wall is None:
         return ""
+    return _utc_timestamp(wall)
+
+
+# A unit's few timestamps are shown again every probe round: formatted once each (enough
+# entries for a few per host of the largest fleet one simulator process runs).
+@functools.lru_cache(maxsize=32768)
+def _utc_timestamp(wall: float) -> str:
     return dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%a %Y-%m-%d %H:%M:%S UTC")
 
 

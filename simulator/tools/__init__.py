@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import basics, curl, files, journalctl, nvidia, ps, python, simctl, systemctl
 from .files import writable
-from .interface import Context, Tool
+from .interface import Context, Result, Tool
 from .python import interpreters
 
 COMMANDS: dict[str, Tool] = {
@@ -37,8 +37,14 @@ COMMANDS: dict[str, Tool] = {
 }
 
 
+# The only programs that may read stdin (besides interpreters called by their full path).
+_MAY_READ_STDIN = frozenset({"tee", "cat", "sha256sum", "curl", "python", "python3"})
+
+
 def needs_stdin(name: str, argv: list[str]) -> bool:
     """Whether the program reads stdin (the client may never send EOF to one that does not)."""
+    if name not in _MAY_READ_STDIN and "/" not in name:
+        return False  # most commands: no need to ask each tool
     return (
         files.needs_stdin(name, argv)
         or python.needs_stdin(name, argv)
@@ -54,6 +60,7 @@ def lookup(name: str) -> Tool | None:
 __all__ = [
     "COMMANDS",
     "Context",
+    "Result",
     "Tool",
     "interpreters",
     "lookup",

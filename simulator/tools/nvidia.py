@@ -129,7 +129,8 @@ def _query_apps(
             return result.out(f'Field "{name}" is not a valid field to query.\n\n').exit(2)
     if not noheader:
         result.out(", ".join(APP_FIELDS[n] for n in names) + "\n")
-    gpus = {r.index: r for r in machine.gpu_readings()}
+    # Only the gpu_name column needs the GPUs' readings (all the work of --query-gpu).
+    gpus = {r.index: r for r in machine.gpu_readings()} if "gpu_name" in names else {}
     for app in machine.compute_apps():
         if ids is not None and app.gpu_index not in ids:
             continue
@@ -142,7 +143,7 @@ def _query_apps(
             "used_gpu_memory": memory,
             "gpu_uuid": app.gpu_uuid,
             "gpu_bus_id": bus_id(app.gpu_index),
-            "gpu_name": gpus[app.gpu_index].name,
+            "gpu_name": gpus[app.gpu_index].name if gpus else "",
         }
         result.out(", ".join(values[n] for n in names) + "\n")
     return result

@@ -118,17 +118,20 @@ def _options(args: list[str]) -> tuple[bool, list[str]] | Result:
 
 def _print(columns: list[tuple[str, str]], rows: list[list[str]]) -> Result:
     """The rows in procps's column widths: numbers to the right, the last column unpadded."""
-    result = Result()
+    last = len(columns) - 1
+    layout = []  # per column: its width, and "r" (right), "l" (left) or "" (as is)
+    for n, (name, header) in enumerate(columns):
+        _default, width, right = _PS_FIELDS[name]
+        layout.append((max(width, len(header)), "r" if right else ("" if n == last else "l")))
+    lines = []
     for row in rows:
         cells = []
-        for n, ((name, header), value) in enumerate(zip(columns, row, strict=True)):
-            _default, width, right = _PS_FIELDS[name]
-            width = max(width, len(header))
-            if right:
+        for (width, align), value in zip(layout, row, strict=True):
+            if align == "r":
                 cells.append(value.rjust(width))
-            elif n == len(columns) - 1:
-                cells.append(value)  # the last column is not padded
-            else:
+            elif align == "l":
                 cells.append(value.ljust(width))
-        result.out(" ".join(cells) + "\n")
-    return result
+            else:
+                cells.append(value)  # the last column is not padded
+        lines.append(" ".join(cells) + "\n")
+    return Result().out("".join(lines))
