@@ -25,6 +25,7 @@ from .units import JournalEntry, Run, Unit, UnitDefinition
 DEFAULT_LOAD_SECONDS = 3.0
 DEFAULT_SLOW_SECONDS = 5.0
 JOURNAL_MAX_LINES = 4000
+COMMAND_LOG_MAX = 10_000  # commands remembered per host
 
 FAULTS = (
     "unreachable",
@@ -75,7 +76,8 @@ class Machine:
         self.integrity_modified: list[str] = []
         self.integrity_missing: list[str] = []
         self.integrity_added: list[str] = []
-        self.command_log: list[str] = []
+        # what tests assert on; bounded so a fleet simulated for days does not grow without end
+        self.command_log: collections.deque[str] = collections.deque(maxlen=COMMAND_LOG_MAX)
         self.journal: collections.deque[JournalEntry] = collections.deque(maxlen=JOURNAL_MAX_LINES)
         self.rng = random.Random(f"simfleet:{name}")
         self.gpus = gpus.gpu_specs(name)

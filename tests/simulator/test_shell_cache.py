@@ -107,3 +107,14 @@ def test_the_cached_parse_cannot_be_changed() -> None:
 
 if __name__ == "__main__":
     ROUNDS.write_text(json.dumps(_rounds(), indent=1) + "\n")
+
+
+def test_the_command_log_keeps_the_newest_commands_only() -> None:
+    """A host simulated for days must not grow without end: the log is bounded."""
+    from simulator.state.machine import COMMAND_LOG_MAX, Machine
+
+    machine = Machine("gpu-01")
+    for i in range(COMMAND_LOG_MAX + 5):
+        machine.command_log.append(f"echo {i}")
+    assert len(machine.command_log) == COMMAND_LOG_MAX
+    assert machine.command_log[-1] == f"echo {COMMAND_LOG_MAX + 4}"
