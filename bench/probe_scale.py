@@ -384,6 +384,9 @@ def report(r: dict) -> None:
     # workers keeps at a 60 s interval. (A run saved before window_s was recorded: its
     # window is taken as --minutes, which the sampling loop overruns by at most 5 s.)
     window = r.get("window_s") or r["minutes"] * 60
+    if not r["snapshots"]:
+        print("no snapshot was stored in the window: nothing to divide the CPU by")
+        return
     per = {k: r[k] * window / r["snapshots"] * 1000 for k in
            ("worker_cores", "sim_cpu_share", "postgres_cpu_share")}  # fmt: skip
     print(f"CPU per snapshot: workers {per['worker_cores']:.1f} ms, simulator "
