@@ -7,6 +7,11 @@ STAMP := $(VENV)/.installed
 # Tests use PostgreSQL when one answers on 127.0.0.1:5432 (CI has one), SQLite otherwise. Each
 # run's database is named after its shell's PID, so two runs on one machine do not collide.
 PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
+# The suite runs on pytest-xdist workers, one per CPU by default (`make pytest PYTEST_WORKERS=0`
+# runs it in one process). Each worker has its own test database (pytest-django adds _gw0,
+# _gw1, ...); simulated hosts, live servers, Redis queues and the fault suite's Redis servers
+# are all on free ports or private names. --dist loadgroup keeps an xdist_group on one worker.
+PYTEST_WORKERS ?= auto
 
 .PHONY: install run test lint typecheck pytest chromium visudo compose-check clean
 
@@ -63,7 +68,7 @@ pytest: install chromium visudo
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \
 	  echo "CI needs PostgreSQL on 127.0.0.1:5432" >&2; exit 1; fi; \
 	echo "database: $${DATABASE_URL:-sqlite}"; \
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: lint typecheck compose-check pytest
 

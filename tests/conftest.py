@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from typing import Any
 
 import pytest
@@ -96,3 +98,47 @@ def admin_user(db: None) -> User:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser tests last: they are the slowest, and the quick failures should come first."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+# --- pytest-xdist (`make pytest` runs the suite on one worker per CPU) -------------------------
+
+_XDIST_GROUP = re.compile(r"""xdist_group\(\s*(?:name\s*=\s*)?["']([^"']+)["']""")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`, as xdist means it, on this pytest: tests one by one to whichever
+    worker is free, except that a module marked `pytest.mark.xdist_group(name)` goes to one
+    worker whole (its module-scoped fixture, which may be a minute of real work, then runs once).
+
+    xdist itself groups by appending `@name` to the node id on the worker, which pytest 9 no
+    longer lets a plugin change, so here the group is read from the module's source instead.
+    Whole modules only: a group mark on one function groups its module, which is never wrong,
+    only coarser."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    # Groups stay where collection put them, never moved to the front as xdist does by default:
+    # pytest-django runs transactional tests (which flush the rows migrations made) after the
+    # others, and each worker must keep that order.
+    config.option.loadscopereorder = False
+
+    root = config.rootpath
+
+    @cache
+    def module_group(module: str) -> str | None:
+        try:
+            found = _XDIST_GROUP.search((root / module).read_text(encoding="utf-8"))
+        except OSError:
+            return None
+        return found.group(1) if found else None
+
+    class ModuleGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if "@" in nodeid.rpartition("]")[2]:  # an xdist that could mark the node id
+                return super()._split_scope(nodeid)
+            group = module_group(nodeid.split("::", 1)[0])
+            return f"group:{group}" if group else nodeid
+
+    return ModuleGroupScheduling(config, log)

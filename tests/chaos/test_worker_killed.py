@@ -46,8 +46,14 @@ from tests.waiting import wait_for_change, wait_until
 from tests.workers import WorkerProcess, spawn_worker, start_worker
 
 # Transactional: the workers are other processes; each test empties the database afterwards,
-# which the first does once the module's fixture has gathered what it found.
-pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# which the first does once the module's fixture has gathered what it found. One xdist group:
+# the module's fixture runs the eleven kills once, so every test here must share its process.
+pytestmark = [
+    pytest.mark.chaos,
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.xdist_group("worker_killed"),
+]
 
 # The steps of a model swap, in the order the runner takes them (deployments.runner, .plan,
 # .verification). A complete swap in this module checks the list is still the runner's.
