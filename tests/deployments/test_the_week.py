@@ -8,10 +8,13 @@ suite and rolled back (the baseline shows NVFP4 already failed the same checks);
 repair reinstalls vLLM and clears the patch; the swap to MiniMax FP8 then succeeds, and the swap
 to Kimi-K2.5 INT4 reaches its calibrated speed. The comparison page shows the three builds.
 
-Time: the simulated host runs at SCALE (four times faster than real), and generation is paced
+Time: the simulated host runs at SCALE (twice as fast as real), and generation is paced
 in host time, so the benchmark client, which measures real seconds, reports rates 1 / SCALE
 times the host's. The test converts what the page shows back to host rates (figure x SCALE) and
 asserts those: about 82 tok/s single-stream and 2,200 at 64 concurrent for INT4, within 10 %.
+Not faster: at four times real speed the 64 streams need 8,800 tokens a second from this
+process, which a loaded 2-core machine (the parallel suite, or other work) cannot keep up with,
+and the figures fall short for want of CPU, not of model (tests/simulator/test_streaming.py).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from tests.fleet import register
 
 pytestmark = pytest.mark.integration
 
-SCALE = 0.25
+SCALE = 0.5
 UNIT = "vllm-kimi-k25.service"
 
 
