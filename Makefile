@@ -11,6 +11,8 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # runs it in one process). Each worker has its own test database (pytest-django adds _gw0,
 # _gw1, ...); simulated hosts, live servers, Redis queues and the fault suite's Redis servers
 # are all on free ports or private names. --dist loadgroup keeps an xdist_group on one worker.
+# Tests marked `realtime` (speeds and waits measured on the wall clock) run afterwards in one
+# process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
 .PHONY: install run test lint typecheck pytest chromium visudo compose-check clean
@@ -68,7 +70,8 @@ pytest: install chromium visudo
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \
 	  echo "CI needs PostgreSQL on 127.0.0.1:5432" >&2; exit 1; fi; \
 	echo "database: $${DATABASE_URL:-sqlite}"; \
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not realtime" $(PYTEST_ARGS) || exit $$?; \
+	$(BIN)/pytest -m realtime $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
 
 test: lint typecheck compose-check pytest
 

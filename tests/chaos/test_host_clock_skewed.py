@@ -26,7 +26,7 @@ from tests.chaos.conftest import RedisServer, broker, http_get, session_for
 from tests.chaos.jobs import probe
 from tests.fleet import register
 
-pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.realtime]
 
 SKEW = {"gpu-01": 5 * 3600.0, "gpu-02": -5 * 3600.0}
 UNIT = "vllm-kimi-k25.service"

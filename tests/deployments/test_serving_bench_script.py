@@ -171,6 +171,7 @@ def test_one_stream_measures_what_the_server_did(server: tuple[str, Behaviour]) 
     assert result.input_tokens == 3 * (128 + 1)  # the server's usage: words plus a BOS
 
 
+@pytest.mark.realtime
 def test_concurrent_streams_add_up(server: tuple[str, Behaviour]) -> None:
     url, behaviour = server
     out, _ = bench(

@@ -32,7 +32,7 @@ from simulator.state.machine import PATCHED_FILE
 from tests import factories as f
 from tests.fleet import register
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.realtime]
 
 SCALE = 0.5
 UNIT = "vllm-kimi-k25.service"

@@ -165,6 +165,7 @@ def test_sha256sum_and_missing_file(sim_fleet: FleetHandle) -> None:
     assert out == "sha256sum: /etc/systemd/system/ghost.service: No such file or directory\n"
 
 
+@pytest.mark.realtime
 def test_swapping_the_model_loads_then_serves(sim_fleet: FleetHandle) -> None:
     qwen = catalog.unit_file_text(
         model_path="/models/Qwen/Qwen3-235B-A22B-FP8",

@@ -55,6 +55,7 @@ def fast_fleet(make_fleet: Callable[..., FleetHandle]) -> FleetHandle:
     return make_fleet(1, time_scale=SCALE)
 
 
+@pytest.mark.realtime
 def test_the_client_measures_the_calibration_points(fast_fleet: FleetHandle) -> None:
     serve(fast_fleet, INT4)
     one = bench(fast_fleet, 1)
