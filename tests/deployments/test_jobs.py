@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -149,7 +150,8 @@ def test_a_worker_killed_mid_job_leaves_an_interrupted_job_and_a_free_host(
     fleet = register(make_fleet(1, load_seconds=60, time_scale=1.0))
     deployment = fleet.deployments[0]
     log = tmp_path / "worker.log"
-    with private_worker(f"test-kill-{deployment.pk}", log, SSH_COMMAND_TIMEOUT="5", **short) as w:
+    queue = f"test-kill-{uuid.uuid4().hex[:12]}"  # two runs may share a Redis
+    with private_worker(queue, log, SSH_COMMAND_TIMEOUT="5", **short) as w:
         change = services.change_request_create(
             user=operator, deployment=deployment, kind="restart",
             snapshot=probe(deployment.host), reason="restart while loading",
