@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from controlplane.audit import context as audit_context
@@ -173,10 +173,11 @@ def hosts_claim_due_ids(
     `lookahead_seconds`), most overdue first, claimed so that an overlapping sweep skips them.
 
     One transaction: the due rows are locked FOR UPDATE SKIP LOCKED (a sweep running at the
-    same moment on another worker takes the others) and their probe_claimed_at set to now.
-    last_probe_at stays as it was until the snapshot is stored, so a host whose batch was lost
-    (expired in a dead worker's queue) stays the most overdue and is claimed first again once
-    its claim expires, instead of waiting behind hosts that were probed.
+    same moment on another worker takes the others) and their probe_claimed_at set to the slot
+    their probe is for (see below). last_probe_at stays as it was until the snapshot is stored,
+    so a host whose batch was lost (expired in a dead worker's queue) stays the most overdue
+    and is claimed first again once its claim expires, instead of waiting behind hosts that
+    were probed.
     """
     now = now or timezone.now()
     enabled = Host.objects.filter(enabled=True)
@@ -199,8 +200,17 @@ def hosts_claim_due_ids(
             .values_list("pk", "probe_interval_seconds")
         )
         claimed = list(rows[:limit] if limit else rows)
-        if claimed:
-            Host.objects.filter(pk__in=[pk for pk, _ in claimed]).update(probe_claimed_at=now)
+        by_interval: dict[int, list[int]] = {}
+        for pk, interval in claimed:
+            by_interval.setdefault(interval, []).append(pk)
+        for interval, pks in by_interval.items():
+            # The claim names the probe's slot: when it fell due, or now if that has passed. A
+            # host claimed a little early (the look-ahead) keeps its exact cadence; one that is
+            # late counts its next interval from now rather than catching up in a burst.
+            due_at = F("last_probe_at") + timedelta(seconds=interval)
+            Host.objects.filter(pk__in=pks).update(
+                probe_claimed_at=Greatest(Coalesce(due_at, Value(now)), Value(now))
+            )
     return claimed
 
 

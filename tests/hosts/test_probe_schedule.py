@@ -95,3 +95,35 @@ def test_a_disabled_host_is_never_claimed() -> None:
     host = f.make_host("gpu-01")
     Host.objects.filter(pk=host.pk).update(enabled=False)
     assert services.hosts_claim_due_for_probe() == []
+
+
+def test_a_host_claimed_a_little_early_keeps_its_exact_cadence() -> None:
+    """The sweep claims what falls due before the next sweep (the look-ahead): the interval
+    after that probe counts from when it fell due, not from the earlier claim, so a 60 s host
+    is probed every 60 s and not every 55."""
+    f.make_host("gpu-01")
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        _stored(*_claimed())
+    with time_machine.travel(start + dt.timedelta(seconds=55), tick=False):
+        early = services.hosts_claim_due_for_probe(lookahead_seconds=5)
+        assert [h.name for h in early] == ["gpu-01"]
+        _stored(*early)
+        assert Host.objects.get().last_probe_at == start + dt.timedelta(seconds=60)
+    with time_machine.travel(start + dt.timedelta(seconds=114), tick=False):
+        assert services.hosts_claim_due_for_probe(lookahead_seconds=5) == []
+    with time_machine.travel(start + dt.timedelta(seconds=115), tick=False):
+        assert len(services.hosts_claim_due_for_probe(lookahead_seconds=5)) == 1
+
+
+def test_a_late_host_counts_its_next_interval_from_its_claim() -> None:
+    """A host probed late (workers behind) is not probed again at once to catch up."""
+    f.make_host("gpu-01")
+    start = timezone.now()
+    with time_machine.travel(start, tick=False):
+        _stored(*_claimed())
+    with time_machine.travel(start + dt.timedelta(seconds=90), tick=False):
+        _stored(*_claimed())
+        assert Host.objects.get().last_probe_at == start + dt.timedelta(seconds=90)
+    with time_machine.travel(start + dt.timedelta(seconds=149), tick=False):
+        assert _claimed() == []
