@@ -173,7 +173,10 @@ def test_swapping_the_model_loads_then_serves(sim_fleet: FleetHandle) -> None:
         max_model_len=40960,
         revision=2,
     )
-    sim_fleet.set_load_seconds(0.6)
+    # Simulated seconds, which tests run 20 times faster (tests/fleet.TEST_TIME_SCALE): 20 s
+    # is 1 s of real time, so the health check one SSH round trip after the restart finds the
+    # model still loading. At 0.6 s (30 ms real) a slow round trip found it ready.
+    sim_fleet.set_load_seconds(20)
     old_pid = sim_fleet.state("gpu-01")["units"][UNIT]["main_pid"]
     write_unit(sim_fleet, qwen)
     assert action(sim_fleet, *commands.daemon_reload()) == ("", 0)
@@ -189,7 +192,7 @@ def test_swapping_the_model_loads_then_serves(sim_fleet: FleetHandle) -> None:
     assert loading["phase"] == "loading" and loading["main_pid"] not in (0, old_pid)
     assert loading["active_state"] == "active"
 
-    sim_fleet.wait_for_unit("gpu-01", UNIT, "ready", timeout=5)
+    sim_fleet.wait_for_unit("gpu-01", UNIT, "ready", timeout=15)
     assert health(sim_fleet) == ("\n@@cp:http:200\n", 0)
     out, _ = run(sim_fleet, commands.http_get(8000, "/v1/models"))
     body = json.loads(out.split("\n@@cp:http:")[0])
