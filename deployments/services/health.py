@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Max
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from hosts.choices import VERDICT_SEVERITY, SnapshotStatus
 from hosts.models import Host, HostHealth, StateSnapshot
+from hosts.selectors import newest_snapshot_id
 from hosts.state import IntegrityReport
 
 from .. import health
@@ -208,14 +209,9 @@ def _facts(snapshot: StateSnapshot | None) -> health.SnapshotFacts | None:
 
 def _newest_ids(host_ids: list[int], **where: Any) -> list[int]:
     """The id of each host's newest snapshot matching `where`, in one query."""
-    newest = (
-        StateSnapshot.objects.filter(host=OuterRef("pk"), **where)
-        .order_by("-taken_at", "-id")
-        .values("id")[:1]
-    )
     ids = (
         Host.objects.filter(pk__in=host_ids)
-        .annotate(newest=Subquery(newest))
+        .annotate(newest=newest_snapshot_id(**where))
         .values_list("newest", flat=True)
     )
     return [i for i in ids if i is not None]
