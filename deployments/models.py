@@ -91,9 +91,12 @@ class Deployment(models.Model):
     bind_address = models.CharField(
         max_length=45,
         default="127.0.0.1",
+        blank=True,
         validators=[validators.validate_bind_address],
         help_text="The address the server listens on (--host). 127.0.0.1 keeps it on the "
-        "host; 0.0.0.0 opens it to the network. Changing it needs approval.",
+        "host; 0.0.0.0 opens it to the network; empty runs without --host, on the engine's "
+        "default (every interface). An adopted unit's is what it runs. Changing it needs "
+        "approval.",
     )
     extra_args = models.JSONField(
         default=list,
@@ -139,7 +142,8 @@ class DeploymentRevision(models.Model):
     tensor_parallel_size = models.PositiveSmallIntegerField()
     max_model_len = models.PositiveIntegerField()
     port = models.PositiveIntegerField()
-    bind_address = models.CharField(max_length=45, default="127.0.0.1")
+    # Empty: the command line has no --host, so the engine listens on its default.
+    bind_address = models.CharField(max_length=45, default="127.0.0.1", blank=True)
     extra_args = models.JSONField(default=list, blank=True, validators=[validate_extra_args])
     environment = models.JSONField(default=dict, blank=True)  # its Environment= assignments
     # Variables its EnvironmentFile= set when it was adopted (secrets redacted): they expand

@@ -3,16 +3,17 @@
 A kind may always need approval (APPROVAL_REQUIRED_KINDS: model swaps by default; an engine
 repair always, whatever that setting says, since it runs pip as root). Beyond that,
 any change to what serves or how it is exposed needs the same approval, whatever kind carries
-it: the unit the change would write is read as the engine reads it and compared with the unit
-that serves now. Only differences in flags an administrator listed in HARMLESS_ENGINE_FLAGS go
-without.
+it: the unit the change would write is compared with the unit that serves now, over everything
+that decides what runs and how it is exposed (serving_plan.unit_differences), a rollback's
+earlier revision like any other. Only differences in flags an administrator listed in
+HARMLESS_ENGINE_FLAGS, and in directives units.HARMLESS_DIRECTIVES lists, go without.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from . import serving_plan, units
+from . import serving_plan
 from .choices import ALWAYS_APPROVED_KINDS, ChangeKind
 from .revisions import ChangeTarget
 
@@ -24,18 +25,12 @@ def approval_reasons(*, target: ChangeTarget) -> list[str]:
         reasons.append(f"every {ChangeKind(target.kind).label} needs a second person")
     if not target.writes_unit or target.unit_text == target.current.unit_text:
         return reasons
-    changes = serving_plan.plan_changes(
-        target.current.plan, target.plan, harmless=settings.HARMLESS_ENGINE_FLAGS
+    changes = serving_plan.unit_differences(
+        target.current.unit_text,
+        target.unit_text,
+        before_variables=target.current.file_variables,
+        after_variables=target.file_variables,
+        harmless=settings.HARMLESS_ENGINE_FLAGS,
     )
     reasons += [f"{c.describe()} ({c.why})" for c in changes if c.why]
-    before, after = (
-        units.environment_of(target.current.unit_text),
-        units.environment_of(target.unit_text),
-    )
-    for name in sorted(set(before) | set(after)):
-        if before.get(name) != after.get(name):
-            reasons.append(
-                f"environment {name}: {before.get(name, 'unset')} → {after.get(name, 'unset')} "
-                "(changes how the engine runs)"
-            )
     return reasons

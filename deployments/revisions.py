@@ -33,6 +33,7 @@ class RevisionContent:
     environment: dict[str, str] = field(default_factory=dict)
     file_variables: dict[str, str] = field(default_factory=dict)
     exact: bool = True  # False: adopted with secrets redacted, so it cannot be written back
+    bind_address: str | None = None  # None: the deployment's; "" no --host (engine default)
 
     @property
     def plan(self) -> serving_plan.ServingPlan:
@@ -57,30 +58,53 @@ def revision_render(
     """The unit a revision would write: `base`'s unit with a new command line (and new
     Environment= values), or a new unit when there is no base. Raises EngineArgRefused for
     reserved flags and UnitNotWritable for a base adopted with its secrets redacted."""
+    if base is not None:
+        _require_engine_command_line(base)
     args = tuple(engine_flags.normalise_extra_args(list(extra_args)))
     env = dict(base.environment if base is not None and environment is None else environment or {})
+    bind_address = deployment.bind_address
     spec = units.UnitSpec(
         unit=deployment.unit, engine=model.engine, engine_binary=deployment.engine_binary,
         model_path=model.path, served_name=model.served_name,
         tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
-        port=deployment.port, bind_address=deployment.bind_address, extra_args=args,
+        port=deployment.port, bind_address=bind_address, extra_args=args,
         revision=number, environment=tuple(sorted(env.items())),
     )  # fmt: skip
     if base is None:
         text = units.render_unit(spec)
-        return RevisionContent(model, tensor_parallel_size, max_model_len, args, text, env)
+        return RevisionContent(
+            model, tensor_parallel_size, max_model_len, args, text, env,
+            bind_address=bind_address,
+        )  # fmt: skip
     if not base.exact_bytes:
         raise UnitNotWritable(
             f"revision {base.number} was adopted with secrets in the unit file (shown "
             "redacted here), so it cannot be rewritten faithfully: move them to an "
             "EnvironmentFile= on the host, probe it, and request the change again"
         )
-    text = units.rewrite_unit(
-        base.unit_text, exec_start_line=units.exec_start(spec), old_env=base.environment,
-        new_env=env,
-    )  # fmt: skip
+    try:
+        text = units.rewrite_unit(
+            base.unit_text, exec_start_line=units.exec_start(spec), old_env=base.environment,
+            new_env=env, unit=deployment.unit,
+        )  # fmt: skip
+    except units.UnitNotRewritable as exc:
+        raise UnitNotWritable(f"revision {base.number}: {exc}") from exc
     return RevisionContent(
-        model, tensor_parallel_size, max_model_len, args, text, env, dict(base.file_variables)
+        model, tensor_parallel_size, max_model_len, args, text, env, dict(base.file_variables),
+        bind_address=bind_address,
+    )  # fmt: skip
+
+
+def _require_engine_command_line(base: DeploymentRevision) -> None:
+    """Raises UnitNotWritable when `base`'s command line does not start an engine the control
+    plane can read: rewriting it would drop what it does (a wrapper script, `bash -c`)."""
+    if base.plan.engine != "unknown":
+        return
+    lines = [d for d in units.directives(base.unit_text) if d.key == "ExecStart"]
+    raise UnitNotWritable(
+        f"revision {base.number}'s command line does not start vLLM or SGLang directly "
+        f"({lines[-1].describe() if lines else 'no ExecStart='}): rewriting it would drop what it "
+        "does. Make ExecStart= run the engine itself, probe, and request the change again"
     )
 
 
@@ -104,6 +128,7 @@ def adopted_content(deployment: Deployment, snapshot: StateSnapshot) -> Revision
         environment=units.environment_of(fragment.text),
         file_variables=variables,
         exact=units.unit_sha256(fragment.text) == fragment.sha256,
+        bind_address=plan.host or "",
     )
 
 
@@ -127,7 +152,9 @@ def revision_create(
         tensor_parallel_size=content.tensor_parallel_size,
         max_model_len=content.max_model_len,
         port=deployment.port,
-        bind_address=deployment.bind_address,
+        bind_address=(
+            deployment.bind_address if content.bind_address is None else content.bind_address
+        ),
         extra_args=list(content.extra_args),
         environment=content.environment,
         file_variables=content.file_variables,
@@ -161,6 +188,8 @@ def deployment_current_revision(
             max_model_len=deployment.max_model_len, extra_args=list(deployment.extra_args),
             number=number, environment=dict(deployment.environment),
         )  # fmt: skip
+    if adopted:
+        _follow_the_unit(deployment, content)
     revision = revision_create(
         deployment=deployment,
         content=content,
@@ -170,6 +199,22 @@ def deployment_current_revision(
     Deployment.objects.filter(pk=deployment.pk).update(current_revision=revision)
     deployment.current_revision = revision
     return revision
+
+
+def _follow_the_unit(deployment: Deployment, content: RevisionContent) -> None:
+    """An adopted unit is the truth about where its server listens: the deployment takes its
+    bind address (none: the engine's default) and port, so no later change narrows or moves
+    the server because a form's default said otherwise. A port another deployment of the
+    host holds stays as it was (the port's checks will say so)."""
+    plan = content.plan
+    fields: dict[str, str | int] = {"bind_address": plan.host or ""}
+    port = plan.port
+    others = deployment.host.deployments.exclude(pk=deployment.pk)
+    if port is not None and 1024 <= port <= 65535 and not others.filter(port=port).exists():
+        fields["port"] = port
+    Deployment.objects.filter(pk=deployment.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(deployment, name, value)
 
 
 def _newest_with_unit_files(deployment: Deployment) -> StateSnapshot | None:
@@ -241,9 +286,11 @@ def change_target(
                 f"revision {target.number} was adopted with secrets redacted: it cannot be "
                 "written back byte for byte"
             )
+        # The control plane writes the unit file, not the environment files it names: after
+        # the rollback they set what they set now.
         return ChangeTarget(
             kind, current, target.model, target.unit_text, revision=target,
-            file_variables=dict(target.file_variables),
+            file_variables=variables,
         )  # fmt: skip
     if kind not in {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP}:
         return ChangeTarget(

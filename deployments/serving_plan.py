@@ -285,3 +285,81 @@ def _flag_state(value: object) -> object:
     if value is _ABSENT:
         return None
     return "set" if value is None else value
+
+
+_DIRECTIVE_WHY = {
+    "ExecStart": "changes what runs",
+    "ExecStartPre": "changes what runs before the engine",
+    "ExecStartPost": "changes what runs after the engine starts",
+    "ExecCondition": "changes what runs before the engine",
+    "ExecReload": "changes what runs on reload",
+    "ExecStop": "changes what runs on stop",
+    "ExecStopPost": "changes what runs after stop",
+    "Type": "changes how systemd runs the command lines",
+    "User": "changes whom the engine runs as",
+    "Group": "changes whom the engine runs as",
+    "DynamicUser": "changes whom the engine runs as",
+    "SupplementaryGroups": "changes whom the engine runs as",
+    "EnvironmentFile": "changes where the engine's settings come from",
+    "WorkingDirectory": "changes where the engine runs",
+    "RootDirectory": "changes where the engine runs",
+}
+
+
+def unit_differences(
+    before: str,
+    after: str,
+    *,
+    before_variables: dict[str, str] | None = None,
+    after_variables: dict[str, str] | None = None,
+    harmless: Iterable[str] = (),
+) -> list[PlanChange]:
+    """Everything two unit files differ in that decides what runs, as whom, and how it is
+    reached: the engine's command line (the last ExecStart=) read as the engine reads it, the
+    environment by value, and every other directive not listed in units.HARMLESS_DIRECTIVES
+    as written, in order (earlier ExecStart= lines, ExecStartPre=, Type=, User=, ...). The one
+    comparison that approvals, rollbacks and the revision diff use; `why` is empty only for
+    engine flags an administrator marked harmless."""
+    changes = plan_changes(
+        plan_from_unit_text(before, before_variables),
+        plan_from_unit_text(after, after_variables),
+        harmless=harmless,
+    )
+    env_before, env_after = units.environment_of(before), units.environment_of(after)
+    for name in sorted(set(env_before) | set(env_after)):
+        if env_before.get(name) != env_after.get(name):
+            changes.append(
+                PlanChange(
+                    f"environment {name}",
+                    env_before.get(name),
+                    env_after.get(name),
+                    "changes how the engine runs",
+                )
+            )
+    old, new = _decisive_lines(before), _decisive_lines(after)
+    for section, key in dict.fromkeys([*old, *new]):
+        was, now = old.get((section, key), []), new.get((section, key), [])
+        if was != now:
+            why = _DIRECTIVE_WHY.get(key, "changes how the unit runs (not a harmless directive)")
+            label = f"[{section}] {key}="
+            if key == "ExecStart":
+                label += " (besides the engine's)"
+            changes.append(PlanChange(label, _lines_shown(was), _lines_shown(now), why))
+    return changes
+
+
+def _decisive_lines(text: str) -> dict[tuple[str, str], list[str]]:
+    """Each decisive directive's values in order; Environment= and the engine's command line
+    (the last ExecStart= of [Service]) are compared by what they mean, so left out here."""
+    found = [d for d in units.directives(text) if units.decisive(d) and d.key != "Environment"]
+    engine = [i for i, d in enumerate(found) if (d.section, d.key) == ("Service", "ExecStart")]
+    if engine:
+        del found[engine[-1]]
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for directive in found:
+        grouped.setdefault((directive.section, directive.key), []).append(directive.value)
+    return grouped
+
+
+def _lines_shown(values: list[str]) -> str | None:
+    return " ⏎ ".join(values) if values else None

@@ -82,7 +82,9 @@ def exec_start(spec: UnitSpec) -> str:
     commands.check_path(spec.engine_binary)
     check_model_location(spec.model_path)
     commands.check_port(spec.port)
-    commands.check_address(spec.bind_address)
+    # No bind address: the unit runs without --host, on the engine's own default (vLLM and
+    # SGLang listen on every interface then), as an adopted unit that had none did.
+    host = ["--host", commands.check_address(spec.bind_address)] if spec.bind_address else []
     if spec.engine == "sglang":
         argv = [
             spec.engine_binary, "-m", "sglang.launch_server",
@@ -91,7 +93,7 @@ def exec_start(spec: UnitSpec) -> str:
             "--tp-size", str(spec.tensor_parallel_size),
             "--context-length", str(spec.max_model_len),
             "--port", str(spec.port),
-            "--host", spec.bind_address,
+            *host,
         ]  # fmt: skip
     else:
         argv = [
@@ -100,7 +102,7 @@ def exec_start(spec: UnitSpec) -> str:
             "--tensor-parallel-size", str(spec.tensor_parallel_size),
             "--max-model-len", str(spec.max_model_len),
             "--port", str(spec.port),
-            "--host", spec.bind_address,
+            *host,
         ]  # fmt: skip
     return shlex.join([*argv, *spec.extra_args])
 
@@ -112,8 +114,7 @@ def render_unit(spec: UnitSpec) -> str:
     environment = "".join(_environment_line(k, v) for k, v in spec.environment)
     return (
         "[Unit]\n"
-        f"Description={spec.engine} server {spec.served_name} "
-        f"(controlplane revision {spec.revision})\n"
+        f"Description={description(spec.unit)}\n"
         "After=network-online.target\n"
         "\n"
         "[Service]\n"
@@ -199,30 +200,111 @@ class UnitNotRewritable(ValueError):
     """The unit's command line cannot be rewritten in place (the message says why)."""
 
 
+def description(unit: str) -> str:
+    """The Description= of a unit the control plane renders: it names no model or revision,
+    which a later revision would make untrue."""
+    return f"Inference server {unit.removesuffix('.service')} (managed by the GPU control plane)"
+
+
+# What earlier releases rendered; a rewrite replaces it, since it named revision 1 for ever.
+_RENDERED_DESCRIPTION_RE = re.compile(r"Description=\S+ server \S+ \(controlplane revision \d+\)")
+# systemd's prefixes before an ExecStart= program (ignore failure, argv[0], privileges...).
+_EXEC_PREFIX_RE = re.compile(r"[-@:+!|]*")
+
+
 def rewrite_unit(
-    text: str, *, exec_start_line: str, old_env: dict[str, str], new_env: dict[str, str]
+    text: str,
+    *,
+    exec_start_line: str,
+    old_env: dict[str, str],
+    new_env: dict[str, str],
+    unit: str = "",
 ) -> str:
-    """`text` with its ExecStart= replaced by `exec_start_line` and the Environment=
-    assignments that differ between `old_env` and `new_env` moved to their new values; every
-    other line byte for byte as it was."""
+    """`text` with its engine command line (the last ExecStart= of [Service]) replaced by
+    `exec_start_line` and the Environment= assignments that differ between `old_env` and
+    `new_env` moved to their new values; every other line byte for byte as it was, earlier
+    ExecStart= lines included."""
     check_environment(new_env)
     changed = {k for k in set(old_env) | set(new_env) if old_env.get(k) != new_env.get(k)}
     lines = _lines(text)
     starts = [i for i, line in enumerate(lines) if _is_service_key(line, "ExecStart")]
     if not starts:
         raise UnitNotRewritable("the unit has no ExecStart= in its [Service] section")
+    engine_line = lines[starts[-1]]
+    old_value = engine_line.logical.split("=", 1)[1].strip()
+    if not old_value:
+        raise UnitNotRewritable(
+            f"line {line_number(lines, starts[-1])}: the last ExecStart= is empty (it clears "
+            "the command lines before it), so there is no engine command line to rewrite"
+        )
+    prefix = _EXEC_PREFIX_RE.match(old_value)
     out: list[str] = []
     for i, line in enumerate(lines):
-        if i in starts[:-1]:
-            continue  # one command line remains: the engine's
         if i == starts[-1]:
             out += [_environment_line(n, new_env[n]) for n in sorted(changed) if n in new_env]
-            out.append(f"ExecStart={exec_start_line}\n")
+            out.append(f"ExecStart={prefix.group(0) if prefix else ''}{exec_start_line}\n")
         elif changed and _is_service_key(line, "Environment"):
             out += _without(line, changed)
+        elif unit and line.section == "Unit" and _RENDERED_DESCRIPTION_RE.fullmatch(line.logical):
+            out.append(f"Description={description(unit)}\n")
         else:
             out += line.raw
     return "".join(out)
+
+
+def line_number(lines: list[_Line], index: int) -> int:
+    return sum(len(line.raw) for line in lines[:index]) + 1
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One assignment of a unit file: where it is, and what it says."""
+
+    section: str
+    key: str
+    value: str
+    line: int  # 1-based, of its first physical line
+
+    def describe(self) -> str:
+        return f"line {self.line}: [{self.section}] {self.key}={self.value}"
+
+
+def directives(text: str) -> list[Directive]:
+    """Every assignment of a unit file, in order, continuations joined."""
+    found: list[Directive] = []
+    lines = _lines(text)
+    for i, line in enumerate(lines):
+        key = line.key()
+        if key is not None:
+            value = line.logical.split("=", 1)[1].strip()
+            found.append(Directive(line.section, key, value, line_number(lines, i)))
+    return found
+
+
+# Directives that change neither what runs, as whom, from where, nor how it is reached. Any
+# other difference between two units (Exec*=, Type=, User=, Group=, EnvironmentFile=,
+# WorkingDirectory=, ...) needs the approval a model swap needs: an allowlist, so a directive
+# no one thought of is reviewed rather than waved through.
+HARMLESS_DIRECTIVES = frozenset(
+    {
+        ("Unit", "Description"),
+        ("Unit", "Documentation"),
+        ("Service", "Restart"),
+        ("Service", "RestartSec"),
+        ("Service", "TimeoutStartSec"),
+        ("Service", "TimeoutStopSec"),
+        ("Service", "TimeoutSec"),
+        ("Service", "LimitNOFILE"),
+        ("Service", "LimitMEMLOCK"),
+    }
+)
+
+
+def decisive(directive: Directive) -> bool:
+    """Whether a directive decides what runs or how it is exposed (see HARMLESS_DIRECTIVES).
+    Environment= is compared by value (environment_of), the engine's ExecStart= by what it
+    serves (serving_plan), so both are decisive here too."""
+    return (directive.section, directive.key) not in HARMLESS_DIRECTIVES
 
 
 def _is_service_key(line: _Line, key: str) -> bool:

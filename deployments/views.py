@@ -234,6 +234,7 @@ def _review_context(change: ChangeRequest) -> dict[str, Any]:
         "review": review,
         "decision_form": DecisionForm(initial={"snapshot_id": getattr(latest, "pk", None)}),
         "unit_diff": comparison.unit_diff(source, target) if source and target else [],
+        "unit_review": comparison.unit_review(source, target) if source and target else [],
     }
 
 

@@ -8,6 +8,9 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
+from .. import serving_plan
 from ..choices import EvaluationKind
 from ..models import Deployment, DeploymentRevision, Evaluation
 from .selectors import revision_baseline
@@ -46,6 +49,7 @@ class Comparison:
     diff_from: DeploymentRevision | None = None
     diff_to: DeploymentRevision | None = None
     diff: list[DiffLine] = field(default_factory=list)
+    review: list[str] = field(default_factory=list)  # unit_review of the two
 
 
 def revision_comparison(
@@ -75,6 +79,7 @@ def revision_comparison(
         diff_from=a,
         diff_to=b,
         diff=unit_diff(a, b) if a is not None and b is not None else [],
+        review=unit_review(a, b) if a is not None and b is not None else [],
     )
 
 
@@ -119,6 +124,19 @@ def _chart(entries: list[RevisionEntry], levels: list[int]) -> dict[str, Any]:
             }
         )
     return {"levels": levels, "series": series}
+
+
+def unit_review(a: DeploymentRevision, b: DeploymentRevision) -> list[str]:
+    """What going from revision `a` to `b` changes in what runs or how it is exposed, each with
+    why it needs a second person: the comparison approvals use (policy.approval_reasons)."""
+    changes = serving_plan.unit_differences(
+        a.unit_text,
+        b.unit_text,
+        before_variables=a.file_variables,
+        after_variables=a.file_variables,  # the environment files stay as the host has them
+        harmless=settings.HARMLESS_ENGINE_FLAGS,
+    )
+    return [f"{c.describe()} ({c.why})" for c in changes if c.why]
 
 
 def unit_diff(a: DeploymentRevision, b: DeploymentRevision) -> list[DiffLine]:

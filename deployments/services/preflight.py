@@ -158,15 +158,21 @@ def _integrity(
 
 
 def _drop_ins_overriding(state: HostState, unit: str) -> list[str]:
-    """A drop-in that sets ExecStart= would override the command line a change writes."""
+    """A drop-in that sets what decides what runs (ExecStart=, User=, Environment=, ...)
+    overrides the unit file a change writes, so what was approved would not be what runs."""
     dep = state.deployments.get(unit)
     drop_ins = dep.unit_files[1:] if dep is not None else []
-    return [
-        f"ExecStart= is set in the drop-in {f.path}, which overrides the unit file a change "
-        "writes: move the command line into the unit, or remove the drop-in, then probe again"
-        for f in drop_ins
-        if units.exec_start_of("[Service]\n" + f.text.split("[Service]", 1)[-1]) is not None
-    ]
+    problems = []
+    for drop_in in drop_ins:
+        decisive = [d for d in units.directives(drop_in.text) if units.decisive(d)]
+        if decisive:
+            problems.append(
+                f"the drop-in {drop_in.path} sets {decisive[0].describe()}"
+                + (f" (and {len(decisive) - 1} more)" if len(decisive) > 1 else "")
+                + ", which overrides the unit file a change writes: fold it into the unit or "
+                "remove the drop-in, then probe again"
+            )
+    return problems
 
 
 def fit_check(
