@@ -136,7 +136,9 @@ class DeploymentRevision(models.Model):
     arguments, who created it and from which change."""
 
     deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="revisions")
-    number = models.PositiveIntegerField()
+    # Given when the unit is first written to the host (or adopted from it): a requested
+    # revision that was rejected, cancelled or drifted never served, and takes no number.
+    number = models.PositiveIntegerField(null=True, blank=True)
     model = models.ForeignKey(ModelArtifact, on_delete=models.PROTECT, related_name="+")
     engine_binary = models.CharField(max_length=300, validators=[validators.validate_abs_path])
     tensor_parallel_size = models.PositiveSmallIntegerField()
@@ -169,13 +171,17 @@ class DeploymentRevision(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.deployment.unit} r{self.number} ({self.model})"
+        return f"{self.deployment.unit} {self.label} ({self.model})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The content is immutable; only the one-time benchmark result may be added later.
         if not self._state.adding and kwargs.get("update_fields") != ["benchmark"]:
             raise ValueError("deployment revisions are immutable")
         super().save(*args, **kwargs)
+
+    @property
+    def label(self) -> str:
+        return f"r{self.number}" if self.number is not None else "a new revision (not written yet)"
 
     @property
     def plan(self) -> ServingPlan:

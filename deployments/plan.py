@@ -7,7 +7,7 @@ from controlplane.audit.actions import AuditAction
 from hosts import commands
 from hosts.ssh import SSHFailure
 
-from . import repair, verification
+from . import repair, revisions, verification
 from .choices import (
     REVISION_KINDS,
     SERVING_KINDS,
@@ -48,7 +48,8 @@ def apply(job: Job) -> None:
 
 def write_revision(job: Job, revision: DeploymentRevision) -> None:
     unit_file = commands.write_unit_file(job.deployment.unit)
-    with job.step(f"write unit file (revision {revision.number})") as step:
+    number = revisions.revision_number_assign(revision)
+    with job.step(f"write unit file (revision {number})") as step:
         job.destructive()
         job.shell.run_or_fail(step, unit_file, stdin=revision.unit_text)
     with job.step("systemctl daemon-reload") as step:

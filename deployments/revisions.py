@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import transaction
 from django.db.models import Max
 
 from hosts.models import StateSnapshot
@@ -136,11 +137,28 @@ def next_revision_number(deployment: Deployment) -> int:
     return (deployment.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
 
 
+def revision_number_assign(revision: DeploymentRevision) -> int:
+    """The revision's number, given now if it has none: right before its unit is first
+    written, so that only revisions that reached the host are numbered. The deployment's row
+    lock keeps two writers (there is one job per host) from taking the same number."""
+    if revision.number is not None:
+        return revision.number
+    with transaction.atomic():
+        deployment = Deployment.objects.select_for_update().get(pk=revision.deployment_id)
+        number = next_revision_number(deployment)
+        DeploymentRevision.objects.filter(pk=revision.pk, number__isnull=True).update(
+            number=number
+        )
+    revision.refresh_from_db(fields=["number"])
+    assert revision.number is not None
+    return revision.number
+
+
 def revision_create(
     *,
     deployment: Deployment,
     content: RevisionContent,
-    number: int,
+    number: int | None,
     created_by: str,
     change: ChangeRequest | None = None,
 ) -> DeploymentRevision:

@@ -31,8 +31,10 @@ def change_with_history(pk: int) -> ChangeRequest | None:
 def revisions_with_evaluations(deployment: Deployment) -> QuerySet[DeploymentRevision]:
     """A deployment's revisions with a summary of each run on them, newest run first."""
     runs = Evaluation.objects.select_related("revision").order_by("-started_at", "-pk")
-    return deployment.revisions.select_related("model").prefetch_related(
-        Prefetch("evaluations", queryset=runs)
+    return (
+        deployment.revisions.filter(number__isnull=False)
+        .select_related("model")
+        .prefetch_related(Prefetch("evaluations", queryset=runs))
     )
 
 

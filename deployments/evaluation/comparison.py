@@ -58,7 +58,9 @@ def revision_comparison(
     """Every revision of `deployment` with its evaluations; the unit diff of revisions
     `diff_from` and `diff_to` (numbers) when both exist."""
     revisions = list(
-        deployment.revisions.select_related("model", "created_from_change").order_by("number")
+        deployment.revisions.filter(number__isnull=False)
+        .select_related("model", "created_from_change")
+        .order_by("number")
     )
     runs: dict[int, list[Evaluation]] = {r.pk: [] for r in revisions}
     for evaluation in Evaluation.objects.filter(deployment=deployment).select_related("change"):

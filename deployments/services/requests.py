@@ -15,7 +15,13 @@ from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
 from .. import lifecycle, policy, repair, revisions
-from ..choices import PARTIAL_SNAPSHOT_KINDS, SERVING_KINDS, ChangeKind, ChangeStatus
+from ..choices import (
+    OPEN_STATUSES,
+    PARTIAL_SNAPSHOT_KINDS,
+    SERVING_KINDS,
+    ChangeKind,
+    ChangeStatus,
+)
 from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
 from .approvals import change_params_digest
 from .preflight import Preflight, change_preflight, change_target_for
@@ -70,6 +76,7 @@ def change_request_create(
             .select_related("host", "model")
             .get(pk=deployment.pk)
         )
+        _refuse_a_second_open_request(deployment)
         target = change_target_for(
             deployment=deployment, kind=kind, model=model,
             tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
@@ -87,6 +94,26 @@ def change_request_create(
         if change.status == ChangeStatus.QUEUED:
             enqueue_on_commit(change)
     return change
+
+
+def _refuse_a_second_open_request(deployment: Deployment) -> None:
+    """One open request per deployment: a second swap waiting beside the first would leave
+    the approver choosing between competing futures, each rewritten from the same revision.
+    The caller holds the deployment's row lock, so two requests cannot both pass."""
+    open_change = (
+        ChangeRequest.objects.filter(deployment=deployment, status__in=OPEN_STATUSES)
+        .order_by("pk")
+        .first()
+    )
+    if open_change is not None:
+        raise ChangeRefused(
+            f"change #{open_change.pk} is {open_change.get_status_display()} on "
+            f"{deployment.host.name} ({open_change.get_kind_display()} of {deployment.unit}): "
+            "one open request per deployment; let it finish, or cancel it, before requesting "
+            "another",
+            code="conflict",
+            open_change=open_change.pk,
+        )
 
 
 def _unknown_facts_acknowledged(
@@ -212,12 +239,11 @@ def _store(
         raise ChangeRefused(
             f"another job is queued or running on {deployment.host.name}", code="conflict"
         ) from exc
-    if target.content is not None:
-        assert target.number is not None
+    if target.content is not None:  # numbered once it is written (plan.write_revision)
         change.target_revision = revisions.revision_create(
             deployment=deployment,
             content=target.content,
-            number=target.number,
+            number=None,
             created_by=user.get_username(),
             change=change,
         )

@@ -68,7 +68,10 @@ def test_a_swap_rewrites_the_command_line_and_a_rollback_writes_the_exact_bytes_
     services.change_request_approve(
         change=swap, approver=approver, snapshot=probe(host), reason="fits; host idle"
     )
+    assert swap.target_revision.number is None  # numbered once it reaches the host
     assert run(swap).status == ChangeStatus.SUCCEEDED, swap.status_reason
+    swap.target_revision.refresh_from_db()
+    assert swap.target_revision.number == 2
     swapped = fleet.state("gpu-01")["unit_files"][PATH]["content"]
     kept = [line for line in original.splitlines() if not line.startswith("ExecStart")]
     assert [line for line in swapped.splitlines() if not line.startswith("ExecStart")] == kept

@@ -88,7 +88,7 @@ def world(viewer, operator, approver, admin_user) -> World:
         path_values={
             "/api/v1/hosts/": {"name": host.name},
             "/api/v1/snapshots/": {"id": snapshot.pk},
-            "/api/v1/deployments/": {"id": deployment.pk, "number": change.target_revision.number},
+            "/api/v1/deployments/": {"id": deployment.pk, "number": change.from_revision.number},
             "/api/v1/models/": {"id": catalog["INT4"].pk},
             "/api/v1/benchmark-profiles/": {"id": profile.pk},
             "/api/v1/changes/": {"id": change.pk},

@@ -271,7 +271,7 @@ def world(viewer, operator, approver, outsider, admin_user) -> World:
             "kind": "restart",
             "seq": str(event.seq),
             "host_id": str(host.pk),
-            "number": str(change.target_revision.number),
+            "number": str(change.from_revision.number),
             "object_id": "1",
             "content_type_id": "1",
             "id": str(admin_user.pk),
