@@ -3,6 +3,7 @@
 import base64
 import datetime as dt
 import hashlib
+import ipaddress
 import os
 from pathlib import Path
 
@@ -422,6 +423,17 @@ WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="")
 # Beat re-enqueues deliveries still pending (or overdue for a retry) after this long, in case the
 # broker was down when they were created or their message was lost with a worker.
 WEBHOOK_REQUEUE_AFTER_SECONDS = env.int("WEBHOOK_REQUEUE_AFTER_SECONDS", default=60)
+# Webhooks may not reach the control plane's own network (loopback, private, link-local, ...
+# addresses and its own names: controlplane/notifications/destinations.py) except the networks
+# listed here as CIDRs, e.g. 10.20.0.0/16,127.0.0.1/32. Empty by default.
+WEBHOOK_ALLOWED_NETWORKS = [
+    n.strip() for n in env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]) if n.strip()
+]
+for _network in WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {_exc}") from None
 # Prefix for links in notifications, e.g. https://controlplane.example.com; paths when unset.
 CONTROLPLANE_BASE_URL = env.str("CONTROLPLANE_BASE_URL", default="")
 CELERY_BEAT_SCHEDULE["webhook-requeue"] = {

@@ -11,14 +11,17 @@ from django.http import HttpRequest
 
 from controlplane.admin_readonly import ReadOnlyAdmin
 
-from . import services
+from . import destinations, services
 from .choices import EventType
-from .forms import MIN_SECRET_LENGTH
+from .forms import MIN_SECRET_LENGTH, URL_HELP, CredentialHidingURLInput, destination_errors
 from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 
 class WebhookEndpointAdminForm(forms.ModelForm):
-    """The secret is write-only here too: always rendered empty, kept when left empty."""
+    """The secret is write-only here too: always rendered empty, kept when left empty. The URL
+    is shown without credentials and checked by the destination rule, as on the page."""
+
+    own_hosts: tuple[str, ...] = ()  # set per request by WebhookEndpointAdmin.get_form
 
     secret = forms.CharField(
         required=False,
@@ -26,7 +29,13 @@ class WebhookEndpointAdminForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted. Leave empty to keep the current secret.",
     )
-    url = forms.URLField(label="URL", max_length=500, assume_scheme="https")
+    url = forms.URLField(
+        label="URL",
+        max_length=500,
+        assume_scheme="https",
+        widget=CredentialHidingURLInput,
+        help_text=URL_HELP,
+    )
     event_types = forms.MultipleChoiceField(
         choices=EventType.choices, widget=forms.CheckboxSelectMultiple
     )
@@ -37,6 +46,8 @@ class WebhookEndpointAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        previous = self.instance.url if self.instance.pk else None
+        destination_errors(self, previous_url=previous, own_hosts=self.own_hosts)
         if not data.get("secret") and not self.instance.pk:
             self.add_error("secret", "A new endpoint needs a secret.")
         elif data.get("secret"):
@@ -52,8 +63,16 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     list_filter = ("active",)
     search_fields = ("name",)
 
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        # The names this request reached the control plane by are its own, too.
+        return type(form.__name__, (form,), {"own_hosts": destinations.request_hosts(request)})
+
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         data = form.cleaned_data
+        own_hosts = destinations.request_hosts(request)
         values = {
             "name": data["name"],
             "url": data["url"],
@@ -62,10 +81,16 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         }
         if change:
             saved = services.endpoint_update(
-                actor=request.user, endpoint=obj, secret=data.get("secret") or None, **values
+                actor=request.user,
+                endpoint=obj,
+                secret=data.get("secret") or None,
+                own_hosts=own_hosts,
+                **values,
             )
         else:
-            saved = services.endpoint_create(actor=request.user, secret=data["secret"], **values)
+            saved = services.endpoint_create(
+                actor=request.user, secret=data["secret"], own_hosts=own_hosts, **values
+            )
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:

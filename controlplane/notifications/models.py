@@ -14,6 +14,7 @@ from django.utils import timezone
 from controlplane import crypto
 
 from .choices import DeliveryStatus, EventType
+from .destinations import url_without_credentials
 
 validate_http_url = URLValidator(schemes=["http", "https"])
 
@@ -70,6 +71,11 @@ class WebhookEndpoint(models.Model):
     @property
     def url_display(self) -> str:
         return url_for_display(self.url)
+
+    @property
+    def url_redacted(self) -> str:
+        """The whole URL for administrators, with any user name and password as `***`."""
+        return url_without_credentials(self.url)
 
 
 class WebhookDelivery(models.Model):

@@ -20,7 +20,7 @@ from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
 from controlplane.crypto import SecretUnavailable
 
-from . import events, sender, signing
+from . import destinations, events, sender, signing
 from .choices import OPEN_DELIVERY_STATUSES, PING, DeliveryStatus
 from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
@@ -55,12 +55,16 @@ def endpoint_create(
     secret: str,
     event_types: Iterable[str],
     active: bool = True,
+    own_hosts: Iterable[str] = (),
 ) -> WebhookEndpoint:
+    """Add an endpoint. Its URL must be a place a webhook may go (destinations.destination_check;
+    `own_hosts`: the names the request reached the control plane by), or DestinationRefused."""
     if not secret:
         raise ValueError("a webhook endpoint needs a secret")
     endpoint = WebhookEndpoint(name=name, url=url, event_types=sorted(event_types), active=active)
     endpoint.set_secret(secret)
     endpoint.full_clean()
+    destinations.destination_check(url, own_hosts=own_hosts)
     endpoint.save()
     audit.record(
         action=AuditAction.WEBHOOK_CREATED,
@@ -81,15 +85,22 @@ def endpoint_update(
     event_types: Iterable[str],
     active: bool,
     secret: str | None = None,
+    own_hosts: Iterable[str] = (),
 ) -> WebhookEndpoint:
-    """Change an endpoint; `secret=None` (or empty) keeps the current one."""
+    """Change an endpoint; `secret=None` (or empty) keeps the current one.
+
+    The URL is checked again (DestinationRefused) unless the endpoint stays disabled with the
+    URL it had: disabling one that now points somewhere refused always works."""
     locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
     before = _audit_view(locked)
+    previous_url = locked.url
     locked.name, locked.url, locked.active = name, url, active
     locked.event_types = sorted(event_types)
     if secret:
         locked.set_secret(secret)
     locked.full_clean()
+    if destinations.check_needed(url=url, active=active, previous_url=previous_url):
+        destinations.destination_check(url, own_hosts=own_hosts)
     locked.save()
     after = _audit_view(locked)
     changed = sorted(k for k in after if before[k] != after[k])
@@ -110,7 +121,9 @@ def endpoint_update(
     return locked
 
 
-def endpoint_set_active(*, actor: Any, endpoint: WebhookEndpoint, active: bool) -> WebhookEndpoint:
+def endpoint_set_active(
+    *, actor: Any, endpoint: WebhookEndpoint, active: bool, own_hosts: Iterable[str] = ()
+) -> WebhookEndpoint:
     return endpoint_update(
         actor=actor,
         endpoint=endpoint,
@@ -118,6 +131,7 @@ def endpoint_set_active(*, actor: Any, endpoint: WebhookEndpoint, active: bool) 
         url=endpoint.url,
         event_types=endpoint.event_types,
         active=active,
+        own_hosts=own_hosts,
     )
 
 
@@ -263,7 +277,9 @@ def delivery_attempt(*, delivery_id: int) -> str:
     """Make one attempt at a delivery, if it is due and nobody else is making it.
 
     Safe to run twice and in any order: the claim is a conditional UPDATE. A failed attempt
-    schedules the next one after the configured backoff, until the attempts run out.
+    schedules the next one after the configured backoff, until the attempts run out. A URL the
+    destination rule refuses now (its name moved inside, say) and a redirect fail the delivery
+    at once: trying again would only be refused, or redirected, again.
     """
     now = timezone.now()
     if not _claim(delivery_id, now):
@@ -280,6 +296,11 @@ def delivery_attempt(*, delivery_id: int) -> str:
         return _give_up(delivery, str(exc))
     number = delivery.attempts + 1
     timestamp = int(now.timestamp())
+    try:
+        destination = destinations.destination_check(endpoint.url)
+    except destinations.DestinationRefused as exc:
+        refused = sender.SendResult(status_code=None, duration_ms=0, error=exc.message)
+        return _record_attempt(delivery, number, now, timestamp, refused, final=exc.permanent)
     body = signing.body_bytes(delivery.payload, delivery_id=delivery.pk, timestamp=timestamp)
     headers = {
         "Content-Type": "application/json",
@@ -290,8 +311,10 @@ def delivery_attempt(*, delivery_id: int) -> str:
         signing.ATTEMPT_HEADER: str(number),
         signing.SIGNATURE_HEADER: signing.signature(secret, body),
     }
-    result = sender.post(endpoint.url, body, headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
-    return _record_attempt(delivery, number, now, timestamp, result)
+    result = sender.post(
+        destination, endpoint.url, body, headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
+    )
+    return _record_attempt(delivery, number, now, timestamp, result, final=result.redirected)
 
 
 def _record_attempt(
@@ -300,7 +323,10 @@ def _record_attempt(
     started: dt.datetime,
     timestamp: int,
     result: sender.SendResult,
+    *,
+    final: bool = False,
 ) -> str:
+    """Store one attempt; `final`: a failure that is not retried."""
     delays = settings.WEBHOOK_RETRY_DELAYS
     now = timezone.now()
     fields: dict[str, Any] = {
@@ -313,7 +339,7 @@ def _record_attempt(
     delay: float | None = None
     if result.ok:
         fields.update(status=DeliveryStatus.SUCCEEDED, next_attempt_at=None, finished_at=now)
-    elif number > len(delays):
+    elif final or number > len(delays):
         fields.update(status=DeliveryStatus.FAILED, next_attempt_at=None, finished_at=now)
     else:
         delay = float(delays[number - 1])

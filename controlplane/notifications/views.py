@@ -14,7 +14,7 @@ from controlplane.accounts.decorators import role_required, superuser_required
 from controlplane.accounts.roles import VIEWER
 from controlplane.htmx import is_partial
 
-from . import selectors, services
+from . import destinations, selectors, services
 from .choices import DeliveryStatus
 from .forms import WebhookEndpointForm
 from .models import WebhookEndpoint
@@ -71,12 +71,18 @@ def _form_values(form: WebhookEndpointForm) -> dict[str, Any]:
 @require_http_methods(["GET", "HEAD", "POST"])
 @superuser_required
 def endpoint_create(request: HttpRequest) -> HttpResponse:
+    own_hosts = destinations.request_hosts(request)
     form = WebhookEndpointForm(
-        request.POST if request.method == "POST" else None, initial={"active": True}
+        request.POST if request.method == "POST" else None,
+        initial={"active": True},
+        own_hosts=own_hosts,
     )
     if request.method == "POST" and form.is_valid():
         endpoint = services.endpoint_create(
-            actor=request.user, secret=form.cleaned_data["secret"], **_form_values(form)
+            actor=request.user,
+            secret=form.cleaned_data["secret"],
+            own_hosts=own_hosts,
+            **_form_values(form),
         )
         messages.success(request, f"Endpoint {endpoint.name} created.")
         return redirect("notifications:index")
@@ -87,14 +93,16 @@ def endpoint_create(request: HttpRequest) -> HttpResponse:
 @superuser_required
 def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk)
+    own_hosts = destinations.request_hosts(request)
     form = WebhookEndpointForm(
-        request.POST if request.method == "POST" else None, instance=endpoint
+        request.POST if request.method == "POST" else None, instance=endpoint, own_hosts=own_hosts
     )
     if request.method == "POST" and form.is_valid():
         services.endpoint_update(
             actor=request.user,
             endpoint=endpoint,
             secret=form.cleaned_data["secret"] or None,
+            own_hosts=own_hosts,
             **_form_values(form),
         )
         messages.success(request, f"Endpoint {form.cleaned_data['name']} saved.")
@@ -107,7 +115,12 @@ def endpoint_edit(request: HttpRequest, pk: int) -> HttpResponse:
 def endpoint_set_active(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk)
     active = request.POST.get("active") == "1"
-    services.endpoint_set_active(actor=request.user, endpoint=endpoint, active=active)
+    services.endpoint_set_active(
+        actor=request.user,
+        endpoint=endpoint,
+        active=active,
+        own_hosts=destinations.request_hosts(request),
+    )
     messages.success(request, f"Endpoint {endpoint.name} {'enabled' if active else 'disabled'}.")
     return redirect("notifications:index")
 

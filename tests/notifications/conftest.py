@@ -1,14 +1,19 @@
-"""A webhook receiver on loopback, endpoints, a worker with fast retries, and a broker that is
-down.
+"""A webhook receiver on loopback, endpoints, a worker with fast retries, a broker that is
+down, and DNS answers for made-up names.
 
 Every test queues deliveries on a private queue of its own, removed afterwards, so nothing is
 left in Redis for a later worker to pick up.
+
+A receiver listens on loopback, which the default rule refuses as a destination: the `receiver`
+fixture allows 127.0.0.0/8 (WEBHOOK_ALLOWED_NETWORKS) for the test that uses it, and the worker
+fixture gives its worker the same setting. Tests of the rule itself set it as they need.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import threading
 import time
 import uuid
@@ -22,7 +27,7 @@ from typing import Any
 import pytest
 
 from controlplane.celery import app
-from controlplane.notifications import services, signing
+from controlplane.notifications import destinations, services, signing
 from controlplane.notifications.choices import EventType
 from controlplane.notifications.models import WebhookDelivery, WebhookEndpoint
 from tests.waiting import wait_until
@@ -31,6 +36,16 @@ from tests.workers import WorkerProcess, private_worker
 SECRET = "whsec-test-0123456789abcdef"
 RETRY_DELAYS = "0.2,0.4,0.8,1.6"  # five attempts in about three seconds
 TIMEOUT_SECONDS = "1"
+LOOPBACK = "127.0.0.0/8"
+# A global address: what the made-up names of these tests resolve to. Nothing ever connects to it
+# (the tests that save such endpoints never deliver to them).
+PUBLIC_ADDRESS = "93.184.216.34"
+MADE_UP_NAMES = (
+    "hooks.slack.example",
+    "hooks.example.test",
+    "other.example.test",
+    "ok.example.test",
+)
 
 
 @dataclass
@@ -59,6 +74,9 @@ class Receiver:
     requests: list[Received] = field(default_factory=list)
     script: deque[tuple[int, float]] = field(default_factory=deque)  # (status, delay seconds)
     default_status: int = 200
+    location: str = ""  # the Location header of a 3xx answer
+    sni: list[str | None] = field(default_factory=list)  # server names TLS clients asked for
+    port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, *statuses: int, delay: float = 0.0) -> None:
@@ -84,8 +102,11 @@ class Receiver:
         )
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
+@contextlib.contextmanager
+def running_receiver(
+    host: str = "127.0.0.1", port: int = 0, *, tls: ssl.SSLContext | None = None
+) -> Iterator[Receiver]:
+    """A real HTTP (or, with a server-side `tls` context, HTTPS) server on `host`."""
     state = Receiver()
 
     class Handler(BaseHTTPRequestHandler):
@@ -98,6 +119,8 @@ def receiver() -> Iterator[Receiver]:
             payload = b"ok" if status < 300 else b"receiver says no"
             try:
                 self.send_response(status)
+                if 300 <= status < 400 and state.location:
+                    self.send_header("Location", state.location)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -107,9 +130,14 @@ def receiver() -> Iterator[Receiver]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/controlplane"
+    if tls is not None:
+        tls.sni_callback = lambda _sock, name, _ctx: state.sni.append(name)  # type: ignore[assignment]
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    state.port = server.server_address[1]
+    scheme = "https" if tls is not None else "http"
+    state.url = f"{scheme}://{host}:{state.port}/hooks/controlplane"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -117,6 +145,50 @@ def receiver() -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def receiver(settings: Any) -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1; loopback is allowed as a destination while the test runs."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = [LOOPBACK]
+    with running_receiver() as state:
+        yield state
+
+
+class FakeDNS:
+    """DNS answers for made-up names, standing in for the resolver the destination rule calls;
+    anything it was not told about (IP literals, localhost) the real resolver answers.
+
+    `answer(name, first, then, ...)`: each lookup of `name` takes the next answer and the last
+    one repeats; an answer is an address, a list of them, or None for "does not resolve".
+    """
+
+    def __init__(self, real: Callable[[str, int], list[str]]) -> None:
+        self.real = real
+        self.answers: dict[str, list[list[str] | None]] = {}
+        self.lookups: list[str] = []
+
+    def answer(self, name: str, *answers: str | list[str] | None) -> None:
+        self.answers[name.lower()] = [[a] if isinstance(a, str) else a for a in answers]
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.lookups.append(host)
+        queue = self.answers.get(host.lower())
+        if queue is None:
+            return self.real(host, port)
+        current = queue[0] if len(queue) == 1 else queue.pop(0)
+        if current is None:
+            raise destinations.Unresolvable(f"{host}: Name or service not known")
+        return list(current)
+
+
+@pytest.fixture(autouse=True)
+def dns(monkeypatch: pytest.MonkeyPatch) -> FakeDNS:
+    fake = FakeDNS(destinations.resolve)
+    for name in MADE_UP_NAMES:
+        fake.answer(name, PUBLIC_ADDRESS)
+    monkeypatch.setattr(destinations, "resolve", fake)
+    return fake
 
 
 def _delete_queue(queue: str) -> None:
@@ -152,6 +224,7 @@ def webhook_worker(
         WEBHOOK_QUEUE=webhook_queue,
         WEBHOOK_RETRY_DELAYS=RETRY_DELAYS,
         WEBHOOK_TIMEOUT_SECONDS=TIMEOUT_SECONDS,
+        WEBHOOK_ALLOWED_NETWORKS=LOOPBACK,  # the receiver listens on loopback
     ) as worker:
         yield worker
 

@@ -147,12 +147,7 @@ def test_nobody_listening_and_a_slow_receiver_are_recorded_errors(
     assert [a.error for a in delivery.attempt_rows.all()][1] == "timed out"
 
 
-def test_a_redirect_is_a_failure_not_followed(make_endpoint, receiver, deployment):
-    receiver.answer(302)
-    delivery = one_delivery(make_endpoint, receiver, deployment)
-    assert services.delivery_attempt(delivery_id=delivery.pk) == "retrying"
-    delivery.refresh_from_db()
-    assert delivery.last_response_code == 302 and len(receiver.received()) == 1
+# Redirects: test_destinations.py (not followed, and the delivery fails at once).
 
 
 def test_an_endpoint_deleted_or_disabled_before_sending_ends_the_delivery(
