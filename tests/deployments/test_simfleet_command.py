@@ -1,5 +1,6 @@
 """`manage.py simfleet`: the options it refuses, serving until SIGTERM, and `--register` as a
-newcomer runs it: a separate process, its own database."""
+newcomer runs it: a separate process, its own database; and where the simulator is not installed
+(the production image), a refusal in words."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import asyncssh
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+
+from tests.without_simulator import WithoutSimulator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,3 +141,40 @@ def test_simfleet_command_serves_until_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+NOT_INSTALLED = (
+    "the simulator is not installed in this environment (it is a rehearsal tool; install the "
+    "project from its source tree with `make install`)"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simfleet"],
+        ["simfleet", "--hosts", "2", "--register", "--fault", "gpu-01=slow"],
+        ["demo", "--hosts", "2"],
+    ],
+)
+def test_without_the_simulator_the_fleet_commands_say_so(tmp_path: Path, argv: list[str]) -> None:
+    """The production image carries no simulator: `simfleet` and `demo` refuse in words, before
+    touching the database or a port, with a non-zero status and no traceback."""
+    env = {**os.environ, "DEMO_RUN_DIR": str(tmp_path / "run"),
+           "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}  # fmt: skip
+    nosim = WithoutSimulator(tmp_path, env)
+    result = subprocess.run([sys.executable, str(ROOT / "manage.py"), *argv], cwd=ROOT,
+                            env=nosim.env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert NOT_INSTALLED in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_without_the_simulator_its_help_says_why(tmp_path: Path) -> None:
+    nosim = WithoutSimulator(tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "help", "simfleet"],
+        cwd=ROOT, env=nosim.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "not installed" in " ".join(result.stdout.split())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import importlib.util
 import io
 import json
 import os
@@ -52,6 +53,15 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _simulator_installed() -> bool:
+    """Whether `simfleet` can run here: the simulator is looked for, not imported (the product
+    never imports it; production installs leave it out)."""
+    try:
+        return importlib.util.find_spec("simulator") is not None
+    except ImportError:  # a finder that refuses it
+        return False
+
+
 class _Stop(Exception):
     """SIGTERM or SIGINT reached the demo."""
 
@@ -65,6 +75,12 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default="127.0.0.1:8000")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not _simulator_installed():
+            raise CommandError(
+                "the demo runs a simulated fleet, and the simulator is not installed in this "
+                "environment (it is a rehearsal tool; install the project from its source tree "
+                "with `make install`)"
+            )
         run_dir = Path(os.environ.get("DEMO_RUN_DIR") or Path(settings.BASE_DIR) / ".run")
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = self._single_instance(run_dir)

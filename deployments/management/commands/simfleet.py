@@ -1,9 +1,13 @@
-"""python manage.py simfleet: simulated GPU hosts as SSH servers, until interrupted."""
+"""python manage.py simfleet: simulated GPU hosts as SSH servers, until interrupted.
+
+The simulator is a rehearsal tool that production does not install (the product's wheel and
+image leave it out): there the command refuses in words instead of failing to load."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,9 +16,22 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from hosts.sudoers import SUDOERS_PATH, EngineInstall, sudoers_entry
-from simulator import catalog
-from simulator.server import SimFleet, host_names
-from simulator.state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS
+
+NOT_INSTALLED = (
+    "the simulator is not installed in this environment (it is a rehearsal tool; install the "
+    "project from its source tree with `make install`)"
+)
+
+try:
+    from simulator import catalog
+    from simulator.server import SimFleet, host_names
+    from simulator.state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS
+except ModuleNotFoundError as exc:
+    if exc.name != "simulator":  # the simulator is there but broken: show where
+        raise
+    SIMULATOR_INSTALLED = False
+else:
+    SIMULATOR_INSTALLED = True
 
 SUDO_USER = "root"  # deployments.simfleet_registration registers every host as root
 ENGINE_PYTHON = "/opt/vllm/.venv/bin/python3"  # the engine's Python on every simulated host
@@ -49,8 +66,18 @@ class Command(BaseCommand):
         "Run N simulated 8-GPU inference hosts as SSH servers on consecutive ports "
         "(gpu-01 on --base-port, gpu-02 on the next, ...) until interrupted."
     )
+    if not SIMULATOR_INSTALLED:
+        help += f" Unavailable here: {NOT_INSTALLED}."
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        if not SIMULATOR_INSTALLED:  # before parsing: the options' defaults are the simulator's
+            self.stderr.write(f"CommandError: {NOT_INSTALLED}")
+            sys.exit(1)
+        super().run_from_argv(argv)
 
     def add_arguments(self, parser: CommandParser) -> None:
+        if not SIMULATOR_INSTALLED:
+            return
         parser.add_argument("--hosts", type=int, default=4, help="number of hosts (default 4)")
         parser.add_argument("--base-port", type=int, default=2201, help="port of the first host")
         parser.add_argument(
@@ -102,6 +129,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not SIMULATOR_INSTALLED:
+            raise CommandError(NOT_INSTALLED)
         count = options["hosts"]
         base_port = options["base_port"]
         if count < 1:
