@@ -80,7 +80,7 @@ test: lint typecheck compose-check pytest
 # test` is still what CI runs.
 QUICK_MARKERS := not integration and not browser and not chaos and not realtime and not real_engine
 quick: lint typecheck
-	$(BIN)/pytest -n $(PYTEST_WORKERS) -q -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .run db.sqlite3 .mypy_cache .ruff_cache .pytest_cache
