@@ -12,17 +12,24 @@ arguments are read here with the same generosity before anything is decided abou
   the approval a model swap needs, and they can never be declared harmless.
 - Everything else needs approval too when it changes, unless an administrator listed the flag
   in the HARMLESS_ENGINE_FLAGS setting.
+
+The values of the flags in VALUES are checked as the engines check them (argparse's type and
+choices, and the range checks of their configs), so that a value the engine would refuse at
+start-up is refused here, at request time, instead of reaching an approver. `--flag value` and
+`--flag=value` are one and the same reading. No refusal echoes a value that looks like a
+secret.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
-from hosts.validators import validate_engine_args as validate_engine_arg_syntax
+from controlplane.redaction import is_secret_name, looks_secret
+from hosts.validators import ENGINE_ARG_RE
 
 # flag -> the deployment field that sets it. Both engines' spellings, since one deployment can
 # move from one engine to the other.
@@ -71,6 +78,7 @@ SENSITIVE: dict[str, str] = {
     "--download-dir": "loads weights from elsewhere (what serves)",
     "--hf-overrides": "overrides the model's own configuration (what serves)",
     "--hf-token": "a credential in the unit file",
+    "--admin-api-key": "controls who may call the server's admin endpoints (SGLang)",
     "--quantization": "changes the numerics (what serves)",
     "--dtype": "changes the numerics (what serves)",
     "--kv-cache-dtype": "changes the numerics (what serves)",
@@ -115,11 +123,126 @@ BOOLEAN = {
     "--disable-log-stats",
 }
 
-# Values that must never be stored in a unit file, an audit event or a page.
-SECRET_VALUED = {"--api-key", "--hf-token"}
+# Values that must never be stored in a unit file, an audit event or a page (so is the value of
+# any other flag whose name says it is a secret: controlplane.redaction.is_secret_name).
+SECRET_VALUED = {"--api-key", "--hf-token", "--admin-api-key"}
 
-KNOWN = sorted({*RESERVED, *SENSITIVE, *FIT, *BOOLEAN})
+
+# --- values, checked as the engines check them ---------------------------------------------
+# Types from argparse (Python's int() and float(), vLLM's human_readable_int, `optional_type`
+# taking "None" for the engine's default), choices from the engines' parsers, ranges from their
+# configs (vLLM's CacheConfig: 0 < gpu_memory_utilization <= 1). A flag spelled for either
+# engine is checked against what either accepts: one deployment can move between engines, and
+# hosts' engine versions differ, so a choice list is the union of vLLM 0.11 (the version the
+# simulator replicates, simulator/vllm_cli/flags.py), later vLLM releases and SGLang.
+
+
+def human_readable_int(text: str) -> int:
+    """vLLM's type for token counts: `32768`, `32k` (thousands) or `32K` (1024s)."""
+    text = text.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if not match:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)  # "1.5K" raises, as in vLLM
+
+
+def _whole(
+    low: int, high: int | None = None, *, human: bool = False, optional: bool = False
+) -> Callable[[str], bool]:
+    def check(text: str) -> bool:
+        if optional and text in ("", "None"):  # optional_type: the engine's default
+            return True
+        number = (human_readable_int if human else int)(text)
+        return number >= low and (high is None or number <= high)
+
+    return check
+
+
+def _fraction(text: str) -> bool:
+    return 0 < float(text) <= 1  # NaN and infinities compare false
+
+
+def _whole_in(choices: tuple[int, ...]) -> Callable[[str], bool]:
+    return lambda text: int(text) in choices  # type=int, then the choices
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], bool]:
+    return lambda text: text in choices
+
+
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+KV_CACHE_DTYPES = (
+    # vLLM 0.11
+    "auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+    # later vLLM
+    "float16", "fp8_ds_mla", "nvfp4", "nvfp4_ds_mla", "nvfp4_4over6", "int4_per_token_head",
+    "int8", "int8_per_token_head", "fp8_per_token_head", "turboquant_k8v4", "turboquant_4bit_nc",
+    "turboquant_k3v4_nc", "turboquant_3bit_nc",
+    # SGLang
+    "bf16", "mxfp8", "fp4_e2m1", "fp4_mx_block16",
+)  # fmt: skip
+QUANTIZATION_METHODS = (
+    # vLLM 0.11
+    "awq", "deepspeedfp", "tpu_int8", "fp8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "modelopt",
+    "modelopt_fp4", "bitblas", "gguf", "gptq_marlin_24", "gptq_marlin", "gptq_bitblas",
+    "awq_marlin", "gptq", "compressed-tensors", "bitsandbytes", "hqq", "experts_int8", "ipex",
+    "quark", "moe_wna16", "torchao", "auto-round", "rtn", "inc", "mxfp4", "petit_nvfp4",
+    # earlier and later vLLM
+    "aqlm", "deepgemm_fp8", "marlin", "qqq", "neuron_quant", "mxfp8", "cpu_awq",
+    # SGLang
+    "modelopt_fp8", "modelopt_mixed", "nvfp4_online", "w8a8_int8", "w8a8_fp8", "w4afp8", "qoq",
+    "auto-round-int8", "modelslim", "mxfp_w4a8", "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4",
+    "mlx_q8", "unquant", "humming",
+)  # fmt: skip
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+EXECUTOR_BACKENDS = ("external_launcher", "mp", "ray", "uni")
+
+_POSITIVE = "a positive whole number"
+_FRACTION = "a number between 0 and 1"
+_FROM_ZERO = "a whole number, 0 or more"
+
+
+def _choices(choices: tuple[object, ...]) -> str:
+    return "one of " + ", ".join(str(c) for c in choices)
+
+
+# flag -> (what the engine accepts, in words; whether `text` is such a value). A check may raise
+# ValueError or OverflowError, which means no.
+VALUES: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "--gpu-memory-utilization": (_FRACTION, _fraction),
+    "--mem-fraction-static": (_FRACTION, _fraction),
+    "--max-num-seqs": (_POSITIVE, _whole(1, optional=True)),
+    "--max-num-batched-tokens": (
+        f"{_POSITIVE} (8192, or 8k)",
+        _whole(1, human=True, optional=True),
+    ),
+    "--max-running-requests": (_POSITIVE, _whole(1)),
+    "--pipeline-parallel-size": (_POSITIVE, _whole(1)),
+    "--pp-size": (_POSITIVE, _whole(1)),
+    "--data-parallel-size": (_POSITIVE, _whole(1)),
+    "--dp-size": (_POSITIVE, _whole(1)),
+    "--nnodes": (_POSITIVE, _whole(1)),
+    "--node-rank": (_FROM_ZERO, _whole(0)),
+    "--base-gpu-id": (_FROM_ZERO, _whole(0)),
+    "--data-parallel-rpc-port": ("a port from 1 to 65535", _whole(1, 65535, optional=True)),
+    "--block-size": (_choices(BLOCK_SIZES), _whole_in(BLOCK_SIZES)),
+    "--dtype": (_choices(DTYPES), _one_of(DTYPES)),
+    "--kv-cache-dtype": (_choices(KV_CACHE_DTYPES), _one_of(KV_CACHE_DTYPES)),
+    "--quantization": (_choices(QUANTIZATION_METHODS), _one_of(QUANTIZATION_METHODS)),
+    "--distributed-executor-backend": (_choices(EXECUTOR_BACKENDS), _one_of(EXECUTOR_BACKENDS)),
+}
+
+KNOWN = sorted({*RESERVED, *SENSITIVE, *FIT, *BOOLEAN, *VALUES})
 _FLAG_NAME = re.compile(r"--[a-z0-9][a-z0-9_-]{0,63}")
+_ENGINE_ARG = re.compile(ENGINE_ARG_RE)
+# argparse's test for a word that is a negative number rather than an option (Python 3.11):
+# `--seed -1` gives --seed the value -1, as `--seed=-1` does.
+_NEGATIVE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
+_NOT_SHOWN = "a value that looks like a secret, not shown"
+_SHORT_OPTION = re.compile(r"-[A-Za-z]{1,4}[0-9]?")  # -q, -tp, -O3: named in the refusal
 
 
 class EngineArgRefused(ValueError):
@@ -172,48 +295,122 @@ def resolve_flag(spelled: str) -> str:
     return _resolve_known(name)
 
 
+def _shown(word: str) -> str:
+    """A word someone typed, for a refusal: as typed (cut short), unless it looks like a
+    secret."""
+    if looks_secret(word):
+        return _NOT_SHOWN
+    return word if len(word) <= 60 else word[:57] + "..."
+
+
+def is_secret_flag(base: str) -> bool:
+    """Whether a flag's value is a secret: the engines' own, or any valued flag so named."""
+    return base in SECRET_VALUED or (base not in BOOLEAN and is_secret_name(base))
+
+
+def check_value(flag: str, value: str) -> None:
+    """Refuses `value` for `flag` (canonical) when it looks like a secret, or when the engine
+    would refuse it: the refusal says which flag and what the engine accepts."""
+    if looks_secret(value):
+        raise EngineArgRefused(
+            f"the value of {flag} looks like a secret (not shown): it would be stored in the "
+            "unit file, the audit log and the pages; put secrets in the unit's environment file"
+        )
+    rule = VALUES.get(base_flag(flag))
+    if rule is None:
+        return
+    accepts, check = rule
+    try:
+        ok = check(value)
+    except (ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise EngineArgRefused(f"{flag} must be {accepts} (got {_shown(value)})")
+
+
+def _read_flag(arg: str) -> tuple[str, str | None]:
+    """One word that starts with `--`: its flag as the engine reads it, and the value given
+    with `=` (None without). Refuses reserved and secret flags in any spelling."""
+    spelled, eq, value = arg.partition("=")
+    if looks_secret(spelled):
+        raise EngineArgRefused("a flag that looks like a secret (not shown) is not a flag name")
+    if "." in spelled:
+        raise EngineArgRefused(
+            f"{_shown(spelled)} sets a field inside a JSON argument; give the whole argument "
+            "instead"
+        )
+    if not _FLAG_NAME.fullmatch(spelled):
+        raise EngineArgRefused(f"{_shown(spelled)} is not a flag name the control plane accepts")
+    flag = resolve_flag(spelled)
+    base = base_flag(flag)
+    if base in RESERVED:
+        spelled_as = "" if spelled == base else f" (the engine may read {spelled} as {base})"
+        raise EngineArgRefused(
+            f"{base}{spelled_as} is set by {RESERVED[base]}, not by extra arguments"
+        )
+    if is_secret_flag(base):  # before its value is looked at, which is never shown
+        raise EngineArgRefused(
+            f"{base} would put a secret in the unit file, the audit log and the pages; "
+            "set it in the unit's environment file instead (e.g. VLLM_API_KEY)"
+        )
+    if base in BOOLEAN and eq:
+        raise EngineArgRefused(f"{flag} is a switch and takes no value")
+    if base in VALUES and flag != base:
+        raise EngineArgRefused(f"{flag} does not exist: {base} takes a value, {VALUES[base][0]}")
+    return flag, value if eq else None
+
+
+def _needs_value(flag: str) -> None:
+    """A flag known to take a value, left without one (argparse: "expected one argument")."""
+    if flag in VALUES:
+        raise EngineArgRefused(f"{flag} needs a value: {VALUES[flag][0]}")
+
+
 def parse_extra_args(args: Sequence[str]) -> list[EngineArg]:
-    """Read extra arguments as the engine would: `--flag`, `--flag=value` or `--flag value`,
-    underscores for dashes, prefix abbreviations. Refuses reserved flags in any spelling."""
+    """Read extra arguments as the engine would: `--flag`, `--flag=value` or `--flag value`
+    (the same reading either way, a negative number included), underscores for dashes, prefix
+    abbreviations. Refuses reserved and secret flags in any spelling, and values the engine
+    would refuse for the flags in VALUES."""
     parsed: list[EngineArg] = []
     pending: str | None = None  # a flag still waiting for a separate value
     for arg in args:
         if not isinstance(arg, str) or not arg:
-            raise EngineArgRefused(f"engine argument {arg!r} is empty or not text")
-        if not arg.startswith("-"):
-            if pending is None:
-                after = f"; {parsed[-1].flag} takes no value" if parsed else ""
-                raise EngineArgRefused(f"{arg!r} is not a flag{after}")
-            parsed[-1] = EngineArg(parsed[-1].flag, arg)
+            raise EngineArgRefused("an engine argument is empty or not text")
+        if pending is not None:
+            if not arg.startswith("-") or _NEGATIVE_NUMBER.fullmatch(arg):
+                check_value(pending, arg)
+                parsed.append(EngineArg(pending, arg))
+                pending = None
+                continue
+            _needs_value(pending)
+            parsed.append(EngineArg(pending, None))
             pending = None
-            continue
+        if not arg.startswith("-"):
+            after = ""
+            if parsed and base_flag(parsed[-1].flag) in BOOLEAN:
+                after = f"; {parsed[-1].flag} takes no value"
+            if looks_secret(arg):
+                raise EngineArgRefused(
+                    f"a word that looks like a secret (not shown) is not a flag{after}"
+                )
+            raise EngineArgRefused(f"{_shown(arg)!r} is not a flag{after}")
         if not arg.startswith("--"):
+            short = arg.partition("=")[0]
+            named = short if _SHORT_OPTION.fullmatch(short) else "an argument with a single -"
             raise EngineArgRefused(
-                f"{arg} is a short option; use the long form (e.g. --tensor-parallel-size)"
+                f"{named} is a short option; use the long form (e.g. --tensor-parallel-size)"
             )
-        spelled, eq, value = arg.partition("=")
-        if "." in spelled:
-            raise EngineArgRefused(
-                f"{spelled} sets a field inside a JSON argument; give the whole argument instead"
-            )
-        if not _FLAG_NAME.fullmatch(spelled):
-            raise EngineArgRefused(f"{spelled} is not a flag name the control plane accepts")
-        flag = resolve_flag(spelled)
-        base = base_flag(flag)
-        if base in RESERVED:
-            spelled_as = "" if spelled == base else f" (the engine may read {spelled} as {base})"
-            raise EngineArgRefused(
-                f"{base}{spelled_as} is set by {RESERVED[base]}, not by extra arguments"
-            )
-        if base in SECRET_VALUED:
-            raise EngineArgRefused(
-                f"{base} would put a secret in the unit file, the audit log and the pages; "
-                "set it in the unit's environment file instead (e.g. VLLM_API_KEY)"
-            )
-        if eq and base in BOOLEAN:
-            raise EngineArgRefused(f"{flag} is a switch and takes no value")
-        parsed.append(EngineArg(flag, value if eq else None))
-        pending = None if eq or base in BOOLEAN else flag
+        flag, value = _read_flag(arg)
+        if value is not None:
+            check_value(flag, value)
+            parsed.append(EngineArg(flag, value))
+        elif base_flag(flag) in BOOLEAN:
+            parsed.append(EngineArg(flag, None))
+        else:
+            pending = flag
+    if pending is not None:
+        _needs_value(pending)
+        parsed.append(EngineArg(pending, None))
     return parsed
 
 
@@ -222,14 +419,49 @@ def normalise_extra_args(args: Sequence[str]) -> list[str]:
     return [str(a) for a in parse_extra_args(args)]
 
 
+def check_extra_args(value: object) -> list[str]:
+    """What a person asks for, checked the one way the forms, the API, the model validators and
+    the services share: a list of words read as the engine reads them (above), each of which,
+    in its canonical `--flag` or `--flag=value` spelling, keeps to the safe alphabet. Returns
+    the canonical spelling; raises EngineArgRefused, whose message never echoes a value that
+    looks like a secret."""
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise EngineArgRefused("engine arguments must be a list of strings")
+    canonical = normalise_extra_args(value)
+    for arg in canonical:
+        if not _ENGINE_ARG.fullmatch(arg):
+            flag, _eq, shown = arg.partition("=")
+            raise EngineArgRefused(
+                f"the value of {flag} is not allowed: it may hold letters, digits and "
+                f". _ : , / + - only (got {_shown(shown)})"
+            )
+    return canonical
+
+
 def validate_extra_args(value: object) -> None:
-    """Model-level validator: the safe alphabet first, then the engine's reading of it."""
-    validate_engine_arg_syntax(value)
-    assert isinstance(value, list)
+    """Model-level validator: check_extra_args, raising ValidationError."""
     try:
-        parse_extra_args(value)
+        check_extra_args(value)
     except EngineArgRefused as exc:
         raise ValidationError(str(exc)) from exc
+
+
+def carries_secret(words: Sequence[object]) -> bool:
+    """Whether extra arguments hold a secret flag or a word that looks like a secret, so that a
+    page does not show what was typed back."""
+    for word in words:
+        if not isinstance(word, str):
+            continue
+        if looks_secret(word):
+            return True
+        spelled = word.partition("=")[0]
+        if _FLAG_NAME.fullmatch(spelled):
+            try:
+                if is_secret_flag(base_flag(resolve_flag(spelled))):
+                    return True
+            except EngineArgRefused:
+                continue
+    return False
 
 
 def check_harmless_list(flags: Iterable[str]) -> list[str]:

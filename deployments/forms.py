@@ -6,9 +6,10 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.http import QueryDict
 
 from .choices import PARTIAL_SNAPSHOT_KINDS, REVISION_KINDS, SERVING_KINDS, ChangeKind
-from .engine_flags import validate_extra_args
+from .engine_flags import EngineArgRefused, carries_secret, check_extra_args
 from .models import BenchmarkProfile, ModelArtifact
 from .units import validate_environment
 
@@ -25,9 +26,10 @@ class ChangeRequestForm(forms.Form):
     extra_args = forms.CharField(
         required=False,
         max_length=2000,
-        help_text="Space-separated engine flags, e.g. --gpu-memory-utilization=0.95. The model, "
-        "served name, parallelism, context length, port and bind address come from the "
-        "deployment, not from here.",
+        help_text="Space-separated engine flags, e.g. --gpu-memory-utilization=0.95 or "
+        "--max-num-seqs 64. The model, served name, parallelism, context length, port and bind "
+        "address come from the deployment, not from here; secrets go in the unit's environment "
+        "file.",
     )
     environment = forms.CharField(
         required=False,
@@ -80,9 +82,13 @@ class ChangeRequestForm(forms.Form):
             return None
         args = raw.split()
         try:
-            validate_extra_args(args)
-        except ValidationError as exc:
-            raise ValidationError(exc.messages) from exc
+            check_extra_args(args)
+        except EngineArgRefused as exc:
+            if carries_secret(args):  # the page shows the field again: not with a secret in it
+                data = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
+                data[self.add_prefix("extra_args")] = ""
+                self.data = data
+            raise ValidationError(str(exc)) from exc
         return args
 
     def clean_environment(self) -> dict[str, str] | None:

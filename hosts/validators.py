@@ -13,13 +13,22 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.utils.deconstruct import deconstructible
 
+from controlplane.redaction import looks_secret
+
 HOST_NAME_RE = r"^[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?$"
 ADDRESS_RE = r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]+\]?)$"
 SSH_USER_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
 UNIT_RE = r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,200}\.service$"
 ABS_PATH_RE = r"^/(?:[A-Za-z0-9._+-]+/)*[A-Za-z0-9._+-]+$"
 MODEL_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?$"
-SERVED_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+# A served model name: what clients send as "model" and /v1/models lists. vLLM's default is the
+# model id or path (meta-llama/Llama-3.1-8B-Instruct, /models/x), so any one word the engines
+# take, up to the column's length: letters and digits of any script and ASCII punctuation, but
+# not a leading "-" (argparse would read a flag), whitespace or control characters (they split
+# words and lines), quotes, or the %, $ and backslashes that systemd rewrites in ExecStart=
+# even inside quotes.
+SERVED_NAME_MAX = 128
+SERVED_NAME_RE = rf"^(?!-)[\w!#&()*+,./:;<=>?@\[\]^{{|}}~-]{{1,{SERVED_NAME_MAX}}}$"
 DIST_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 # One engine flag and its optional value, e.g. "--gpu-memory-utilization=0.95" or "--enforce-eager".
 ENGINE_ARG_RE = r"^--[a-z0-9][a-z0-9-]{0,63}(?:=[A-Za-z0-9._:,/+-]{1,200})?$"
@@ -52,7 +61,10 @@ validate_model_id = WholeMatchValidator(
     MODEL_ID_RE, "Enter a model identifier such as moonshotai/Kimi-K2.5."
 )
 validate_served_name = WholeMatchValidator(
-    SERVED_NAME_RE, "Enter a served model name of letters, digits and . _ : - only."
+    SERVED_NAME_RE,
+    f"Enter a served model name such as meta-llama/Llama-3.1-8B-Instruct: one word of up to "
+    f"{SERVED_NAME_MAX} characters, not starting with -, without spaces, control characters, "
+    "quotes or %% $ \\ (systemd rewrites those in a unit's command line).",  # %% is one %
 )
 
 
@@ -71,16 +83,20 @@ validate_dist_name = WholeMatchValidator(
     DIST_NAME_RE, "Enter a Python distribution name such as vllm."
 )
 _engine_arg = re.compile(ENGINE_ARG_RE)
+_flag_name = re.compile(r"--[a-z0-9][a-z0-9_-]{0,63}")
 
 
 def validate_engine_args(value: object) -> None:
-    """A list of flags, each --name or --name=value from a safe alphabet."""
+    """A list of flags, each --name or --name=value from a safe alphabet. The message names the
+    argument by its flag and never echoes its value (it may be a secret someone pasted)."""
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
         raise ValidationError("Engine arguments must be a list of strings.")
-    for arg in value:
+    for number, arg in enumerate(value, 1):
         if not _engine_arg.fullmatch(arg):
+            flag = arg.partition("=")[0]
+            named = f" ({flag})" if _flag_name.fullmatch(flag) and not looks_secret(flag) else ""
             raise ValidationError(
-                f"Engine argument {arg!r} is not allowed: use --flag or --flag=value "
+                f"Engine argument {number}{named} is not allowed: use --flag or --flag=value "
                 "(letters, digits and . _ : , / + - in the value)."
             )
 

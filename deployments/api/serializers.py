@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from controlplane.api.errors import RefusalSerializer
@@ -17,7 +16,7 @@ from deployments.choices import (
     ChangeStatus,
     StepStatus,
 )
-from deployments.engine_flags import validate_extra_args
+from deployments.engine_flags import EngineArgRefused, check_extra_args
 from deployments.models import (
     Approval,
     BenchmarkProfile,
@@ -160,7 +159,8 @@ class ChangeCreateSerializer(serializers.Serializer):
         max_length=64,
         required=False,
         allow_null=True,
-        help_text="Engine flags, each --flag or --flag=value.",
+        help_text="Engine flags as the engine reads them: --flag, --flag=value, or --flag "
+        "followed by its value (each word an item).",
     )
     environment = serializers.DictField(
         child=serializers.CharField(allow_blank=True, max_length=500),
@@ -199,9 +199,9 @@ class ChangeCreateSerializer(serializers.Serializer):
         if value is None:
             return None
         try:
-            validate_extra_args(value)
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError(exc.messages) from exc
+            check_extra_args(value)
+        except EngineArgRefused as exc:
+            raise serializers.ValidationError(str(exc)) from exc
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

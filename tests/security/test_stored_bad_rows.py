@@ -18,6 +18,8 @@ BAD_ROWS = {
     "unit": ("deployment", {"unit": "vllm; rm -rf /.service"}),
     "port": ("deployment", {"port": 0}),
     "extra_args": ("deployment", {"extra_args": ["--max-num-seqs", "$(reboot)"]}),
+    # A value the engine refuses, stored before the values were checked.
+    "extra_args value": ("deployment", {"extra_args": ["--gpu-memory-utilization=7"]}),
     "environment": ("deployment", {"environment": {"A B": "1"}}),
     "model path": ("model", {"path": "/models/x; reboot"}),
 }
