@@ -55,6 +55,7 @@ def load(args: argparse.Namespace) -> None:
     from controlplane.audit.context import acting
     from deployments.choices import ChangeStatus
     from deployments.models import ChangeRequest, Deployment
+    from hosts.choices import VERDICT_SEVERITY as severity
     from hosts.choices import HostKeyStatus
     from hosts.models import GpuSample, Host, HostHealth, StateSnapshot
     from hosts.state import snapshot_digest
@@ -63,7 +64,6 @@ def load(args: argparse.Namespace) -> None:
     now = timezone.now()
     credential = f.make_host("seed-host").credential
     verdicts = ["healthy"] * 90 + ["degraded"] * 6 + ["failed"] * 2 + ["unknown"] * 2
-    severity = {"healthy": 0, "degraded": 1, "unknown": 2, "failed": 3}
     parsed = f.parsed_state()
     digest = snapshot_digest(parsed)
     hosts = []

@@ -1,12 +1,19 @@
 """A host's health verdict, from all the evidence, in one place. Pure: evidence in, verdict out.
 
-healthy: everything the control plane can see checks out. degraded: it serves, but something an
-engineer would want to know is off (patched engine files, a rolled-back change, drift from the
-deployed revision, facts it could not read, a foreign process on the GPUs). failed: it does not
-serve as declared (unit failed or missing, GPU driver down, fewer GPUs than the parallelism
-needs, a failed change, an incoherent model, a changed host key). unknown: the control plane
-cannot tell (never probed, unreachable, no recent snapshot, host key not accepted); the last
-known good state is named so that nobody reads "unknown" as "fine".
+healthy: everything the control plane can see checks out. changing: a change job of the control
+plane's own is running on the host, and what is off is what that change does on its way (the
+unit stopped or starting, the model loading, /health refused, the unit file of the change's
+target or previous revision in place, the model of either one served). degraded: it serves, but
+something an engineer would want to know is off (patched engine files, a rolled-back change,
+drift from the deployed revision, facts it could not read, a foreign process on the GPUs).
+failed: it does not serve as declared (unit failed or missing, GPU driver down, fewer GPUs than
+the parallelism needs, a failed change, an incoherent model, a changed host key). unknown: the
+control plane cannot tell (never probed, unreachable, no recent snapshot, host key not
+accepted); the last known good state is named so that nobody reads "unknown" as "fine".
+
+A running change explains only what it does: a fault it does not (a GPU error, an unreachable
+host, a failed unit, a unit file or a model of neither revision) keeps its own level, so such a
+host is degraded, unknown or failed while the change runs, not changing.
 
 deployments.services.health gathers the evidence and stores the verdict; every page, /metrics
 and the webhooks read the stored verdict, never recompute it.
@@ -24,8 +31,9 @@ from hosts.state import HostState, IntegrityReport
 
 from .serving_plan import ServingPlan
 
-HEALTHY, DEGRADED, UNKNOWN, FAILED = (
+HEALTHY, CHANGING, DEGRADED, UNKNOWN, FAILED = (
     Verdict.HEALTHY,
+    Verdict.CHANGING,
     Verdict.DEGRADED,
     Verdict.UNKNOWN,
     Verdict.FAILED,
@@ -36,7 +44,7 @@ STALE_INTERVALS = 3
 
 @dataclass(frozen=True)
 class Reason:
-    level: str  # degraded | unknown | failed
+    level: str  # changing | degraded | unknown | failed
     code: str  # machine-readable, e.g. "engine_patched"
     text: str  # what a person reads
 
@@ -52,6 +60,24 @@ class ChangeOutcome:
     reason: str
     by: str
     finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class RunningChange:
+    """The change job running on the unit now, and what it may leave on the host on its way:
+    the unit files and models of its target revision and of the one it replaces (a failed
+    verification puts that one back)."""
+
+    pk: int
+    kind: str  # as people read it: "model swap"
+    by: str
+    started_at: dt.datetime | None
+    unit_sha256s: frozenset[str] = frozenset()
+    models: frozenset[str] = frozenset()
+
+    @property
+    def said(self) -> str:
+        return f"change #{self.pk} ({self.kind})"
 
 
 @dataclass(frozen=True)
@@ -73,6 +99,7 @@ class UnitEvidence:
     last_change: ChangeOutcome | None = None
     integrity: IntegrityReport | None = None
     evaluation: Evaluation | None = None
+    running: RunningChange | None = None  # the change job running on this unit now
 
 
 @dataclass(frozen=True)
@@ -105,7 +132,7 @@ class HealthVerdict:
 
 
 def evaluate(evidence: HostEvidence) -> HealthVerdict:
-    reasons = _host_reasons(evidence)
+    reasons = _host_reasons(evidence) + _running_reasons(evidence)
     snapshot = evidence.snapshot
     if snapshot is not None and snapshot.status in {"ok", "partial"}:
         reasons += _snapshot_reasons(snapshot)
@@ -155,6 +182,24 @@ def _host_reasons(evidence: HostEvidence) -> list[Reason]:
     return []
 
 
+def _running_reasons(evidence: HostEvidence) -> list[Reason]:
+    """A change job running on the host is evidence too: the verdict says so, and is at least
+    `changing` while it runs."""
+    reasons = []
+    for unit in evidence.units:
+        change = unit.running
+        if change is None:
+            continue
+        since = ""
+        if change.started_at is not None:
+            since = (
+                f" since {change.started_at:%H:%M:%S} UTC ({_age(evidence.now, change.started_at)})"
+            )
+        reasons.append(Reason(CHANGING, "change_running", f"{change.said} is running on "
+                              f"{unit.unit}{since}, requested by {change.by}"))  # fmt: skip
+    return reasons
+
+
 def _snapshot_reasons(snapshot: SnapshotFacts) -> list[Reason]:
     """Sections of the probe that could not be read: one reason per distinct error (a driver
     failure fails every nvidia-smi section with the same message)."""
@@ -191,6 +236,9 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
         return [Reason(FAILED, "service_failed", f"{name} failed")]
     if active in {"inactive", "deactivating"}:
         change = unit.last_change
+        if unit.running is not None:
+            return [Reason(CHANGING, "service_changing", f"{name} is {active} while "
+                           f"{unit.running.said} runs")]  # fmt: skip
         if change is not None and change.kind == "stop" and change.status == "succeeded":
             return [Reason(DEGRADED, "stopped", f"{name} stopped by change #{change.pk} "
                            f"({change.by})")]  # fmt: skip
@@ -199,6 +247,9 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
     if active == "activating" or not server.healthy:
         status = server.health_http_status
         said = f"/health answered {status}" if status else "/health does not answer"
+        if unit.running is not None:
+            return [Reason(CHANGING, "loading", f"{name} is {active}; {said} while "
+                           f"{unit.running.said} loads the model")]  # fmt: skip
         return [Reason(DEGRADED, "not_healthy", f"{name} is {active}; {said}")]
     return []
 
@@ -226,11 +277,22 @@ def _gpu_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
 def _drift_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
     """What serves differs from the revision the control plane believes is deployed."""
     reasons = []
+    running = unit.running
     dep = state.deployments.get(unit.unit)
     actual = dep.unit_file_sha256 if dep is not None else None
-    if unit.expected_unit_sha256 and actual and actual != unit.expected_unit_sha256:
-        reasons.append(Reason(DEGRADED, "unit_file_drift", f"{unit.unit} differs from the "
-                              "deployed revision (edited on the host)"))  # fmt: skip
+    if (
+        unit.expected_unit_sha256
+        and actual
+        and actual != unit.expected_unit_sha256
+        and not (running is not None and actual in running.unit_sha256s)
+    ):
+        text = f"{unit.unit} differs from the deployed revision (edited on the host)"
+        if running is not None:
+            text = (
+                f"{unit.unit} is neither revision of {running.said}, the one it writes nor the "
+                "one it replaces (edited on the host)"
+            )
+        reasons.append(Reason(DEGRADED, "unit_file_drift", text))
     plan, server = unit.plan, state.server(unit.unit)
     if (
         plan is not None
@@ -238,6 +300,7 @@ def _drift_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
         and server.healthy
         and server.model_roots
         and plan.model not in server.model_roots
+        and not (running is not None and running.models & set(server.model_roots))
     ):
         reasons.append(Reason(FAILED, "model_drift", f"serves {', '.join(server.model_roots)}; "
                               f"the deployed revision serves {plan.model}"))  # fmt: skip

@@ -23,7 +23,9 @@ class Job:
         self.clock = clock
         self.lease = leases.Lease(change, clock)
         self.journal = StepJournal(change, clock)
-        self.shell = HostShell(change.host, self.lease, change.correlation_id)
+        self.shell = HostShell(
+            change.host, self.lease, change.correlation_id, on_snapshot=self.journal.rest_on
+        )
         # The port the written unit listens on: the revision's, not the deployment row's, which
         # an administrator may have edited since the decision.
         revision = change.target_revision or change.from_revision

@@ -3,6 +3,7 @@ the lease renewed while it runs, and the command line and output kept in the ste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +23,18 @@ from .steps import MAX_OUTPUT_CHARS
 
 
 class HostShell:
-    def __init__(self, host: Host, lease: leases.Lease, correlation_id: str) -> None:
+    def __init__(
+        self,
+        host: Host,
+        lease: leases.Lease,
+        correlation_id: str,
+        on_snapshot: Callable[[StateSnapshot], None] | None = None,
+    ) -> None:
         self.host = host
         self.lease = lease
         self.correlation_id = correlation_id
+        # Told of each snapshot the job takes: the steps from then on rest on it.
+        self.on_snapshot = on_snapshot
 
     def run(
         self,
@@ -71,13 +80,16 @@ class HostShell:
         engine integrity check when `integrity`, or when the host's interval says it is due)."""
         with audit_context.acting(correlation_id=self.correlation_id):
             self.lease.renew()
-            return host_services.host_probe(
+            snapshot = host_services.host_probe(
                 host=self.host,
                 trigger=ProbeTrigger.JOB,
                 integrity=integrity,
                 heartbeat=self.lease.renew,
                 heartbeat_every=leases.heartbeat_every(),
             )
+        if self.on_snapshot is not None:
+            self.on_snapshot(snapshot)
+        return snapshot
 
 
 def longest_command() -> float:

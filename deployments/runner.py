@@ -68,13 +68,19 @@ def _check_decision(job: Job) -> StateSnapshot:
     change = job.change
     approval = services.approval_valid(change) if change.needs_approval else None
     basis = approval.snapshot if approval is not None else change.snapshot
-    with job.step("check the snapshot is still fresh"):
+    job.journal.rest_on(basis)
+    with job.step("check the snapshot is still fresh") as step:
         try:
-            host_services.snapshot_require_fresh(
+            age = host_services.snapshot_require_fresh(
                 snapshot=basis, host=job.host, allow_partial=change.rests_on_partial
             )
         except host_services.SnapshotNotUsable as exc:
             raise JobEnded(ChangeStatus.FAILED, f"refused at execution start: {exc}") from exc
+        whose = f"the approver's ({approval.approver_name})" if approval else "the request's"
+        step.output = (
+            f"snapshot #{basis.pk}, {whose}, is {age:.1f} s old; the limit is "
+            f"{settings.SNAPSHOT_MAX_AGE_SECONDS} s"
+        )
     if change.needs_approval:
         with job.step("check the approval"):
             if change.params_digest != services.change_params_digest(change):
@@ -107,6 +113,10 @@ def _check_host(job: Job, basis: StateSnapshot) -> StateSnapshot:
             ChangeRequest.objects.filter(pk=change.pk).update(drift_report=drift)
             change.drift_report = drift
             raise JobEnded(ChangeStatus.DRIFTED, "the host drifted since the decision")
+        step.output = (
+            f"snapshot #{before.pk} ({before.status}): nothing material differs from snapshot "
+            f"#{basis.pk}"
+        )
     return before
 
 

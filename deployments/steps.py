@@ -1,4 +1,5 @@
-"""The step journal of a change job: each step a JobStep row and an audit event."""
+"""The step journal of a change job: each step a JobStep row and an audit event, naming the
+snapshot the step rested on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.db import transaction
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from controlplane.clock import Clock
+from hosts.models import StateSnapshot
 
 from .choices import ChangeStatus, StepStatus
 from .models import ChangeRequest, JobStep
@@ -22,12 +24,18 @@ MAX_OUTPUT_CHARS = 32 * 1024
 
 class StepJournal:
     """Opens and closes a job's steps in order; a step's row and its audit event commit
-    together when it ends, whether it succeeded or failed."""
+    together when it ends, whether it succeeded or failed.
+
+    Each step's audit event names the snapshot the job rests on when the step ends (its age
+    measured then): the decision's until the job says which one it checks (`rest_on`), then
+    each snapshot the job takes, from the step that takes it on.
+    """
 
     def __init__(self, change: ChangeRequest, clock: Clock) -> None:
         self.change = change
         self.clock = clock
         self.seq = change.steps.count()
+        self.snapshot: StateSnapshot = change.snapshot
         # Once a destructive command has run, the job finishes and verifies (or rolls back)
         # rather than stop on a cancel and leave the host half-changed.
         self.destructive_started = False
@@ -55,6 +63,10 @@ class StepJournal:
             step.status = StepStatus.SUCCEEDED
             self._close(step)
 
+    def rest_on(self, snapshot: StateSnapshot) -> None:
+        """From now on (the running step included), the job acts on what `snapshot` saw."""
+        self.snapshot = snapshot
+
     def check_cancel(self) -> None:
         if self.destructive_started:
             return
@@ -69,7 +81,7 @@ class StepJournal:
                 action=AuditAction.CHANGE_STEP,
                 target=self.change,
                 host=self.change.host,
-                snapshot=self.change.snapshot,
+                snapshot=self.snapshot,
                 correlation_id=self.change.correlation_id,
                 data={
                     "step": step.seq,

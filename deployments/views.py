@@ -8,7 +8,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import HttpResponseStopPolling
 
@@ -20,7 +19,7 @@ from hosts import services as host_services
 from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
-from . import policy, selectors, services
+from . import selectors, services
 from .choices import FINAL_STATUSES, PARTIAL_SNAPSHOT_KINDS, ChangeKind, ChangeStatus
 from .evaluation import comparison
 from .evaluation import selectors as eval_selectors
@@ -53,48 +52,65 @@ def _snapshot_context(
     }
 
 
+# The form's fields the pre-flight weighs, as the request does (deployments.services
+# .change_check); the others (the reason, the benchmark) do not change it.
+PREFLIGHT_FIELDS = (
+    "model",
+    "tensor_parallel_size",
+    "max_model_len",
+    "extra_args",
+    "environment",
+    "acknowledge_busy",
+    "acknowledge_integrity",
+)
+
+
+def _preflight_arguments(form: ChangeRequestForm) -> tuple[dict[str, Any], str | None]:
+    """The pre-flight's arguments as the form parses them, or the first field's error: what is
+    typed so far, whether or not the rest of the form (the reason) is filled in yet."""
+    if not form.is_bound:
+        return {}, None
+    form.is_valid()
+    arguments: dict[str, Any] = {}
+    for name in PREFLIGHT_FIELDS:
+        if name not in form.fields:
+            continue
+        if name in form.errors and form.data.get(name) not in (None, ""):
+            label = form.fields[name].label or name.replace("_", " ")
+            return {}, f"{label}: {' '.join(str(e) for e in form.errors[name])}"
+        value = form.cleaned_data.get(name)
+        if value not in (None, ""):
+            arguments[name] = value
+    return arguments, None
+
+
 def _form_context(
     deployment: Deployment, kind: str, form: ChangeRequestForm, snapshot: StateSnapshot | None
 ) -> dict[str, Any]:
     context = _snapshot_context(
         deployment.host, snapshot, allow_partial=kind in PARTIAL_SNAPSHOT_KINDS
     )
-    if "model" in form.fields:  # re-check the fit in place when another model is picked
-        form.fields["model"].widget.attrs.update(
-            {
-                "hx-get": reverse("deployments:change_preflight", args=[deployment.pk, kind]),
-                "hx-target": "#preflight",
-                "hx-swap": "outerHTML",
-            }
-        )
-    model = None
-    if kind == ChangeKind.MODEL_SWAP:
-        model_id = form.data.get("model") if form.is_bound else None
-        model = ModelArtifact.objects.filter(pk=model_id).first() if model_id else None
-    target, target_error, preflight = None, None, None
+    arguments, field_error = _preflight_arguments(form)
+    model = arguments.get("model") if kind == ChangeKind.MODEL_SWAP else None
+    check = services.ChangeCheck(target_error=field_error)
     # A swap's pre-flight is about the model it swaps to: none until one is picked.
-    if kind != ChangeKind.MODEL_SWAP or model is not None:
-        try:
-            target = services.change_target_for(deployment=deployment, kind=kind, model=model)
-        except services.ChangeRefused as exc:
-            target_error = exc.message
-    if snapshot is not None and target is not None:
-        preflight = services.change_preflight(
-            deployment=deployment, target=target, snapshot=snapshot
+    if field_error is None and (kind != ChangeKind.MODEL_SWAP or model is not None):
+        check = services.change_check(
+            deployment=deployment, kind=kind, snapshot=snapshot, **arguments
         )
-    because = policy.approval_reasons(target=target) if target is not None else []
+    target = check.target
     context.update(
         deployment=deployment,
         host=deployment.host,
         kind=kind,
         kind_label=ChangeKind(kind).label,
         form=form,
-        preflight=preflight,
-        pick_model=kind == ChangeKind.MODEL_SWAP and model is None,
-        needs_approval=bool(because),
-        approval_because=because,
+        preflight=check.preflight,
+        pick_model=kind == ChangeKind.MODEL_SWAP and model is None and field_error is None,
+        needs_approval=bool(check.approval_because),
+        approval_because=check.approval_because,
         target=target,
-        target_error=target_error,
+        target_error=check.target_error,
         rollback_target=target.revision if target is not None else None,
         models=ModelArtifact.objects.all(),
     )
@@ -181,10 +197,16 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
 @require_safe
 @role_required(OPERATOR)
 def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
-    """Re-run the pre-flight checks for the model picked in the form (htmx)."""
+    """Re-run the pre-flight checks on what the form says now (htmx, on every change to it), on
+    the snapshot the form decides on (the host's latest if it names none of this host's)."""
     deployment = _deployment(pk, kind)
-    snapshot = host_selectors.latest_snapshot(deployment.host)
     form = ChangeRequestForm(request.GET, kind=kind)
+    named = request.GET.get("snapshot_id", "")
+    snapshot = (
+        StateSnapshot.objects.filter(pk=int(named), host=deployment.host).first()
+        if named.isdigit() and len(named) < 19
+        else None
+    ) or host_selectors.latest_snapshot(deployment.host)
     return render(
         request,
         "deployments/change_form.html#preflight",

@@ -25,9 +25,12 @@ class ProbeTrigger(models.TextChoices):
 
 
 class Verdict(models.TextChoices):
-    """A host's health, worst last (deployments.health decides it)."""
+    """A host's health, worst last (deployments.health decides it). `changing`: a change job of
+    the control plane's own is running on the host, and everything that is off is what that
+    change does (the unit restarting, the model loading, the new unit file in place)."""
 
     HEALTHY = "healthy", "healthy"
+    CHANGING = "changing", "changing"
     DEGRADED = "degraded", "degraded"
     UNKNOWN = "unknown", "unknown"
     FAILED = "failed", "failed"
@@ -35,7 +38,8 @@ class Verdict(models.TextChoices):
 
 VERDICT_SEVERITY: dict[str, int] = {
     Verdict.HEALTHY: 0,
-    Verdict.DEGRADED: 1,
-    Verdict.UNKNOWN: 2,
-    Verdict.FAILED: 3,
+    Verdict.CHANGING: 1,
+    Verdict.DEGRADED: 2,
+    Verdict.UNKNOWN: 3,
+    Verdict.FAILED: 4,
 }

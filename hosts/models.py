@@ -15,7 +15,7 @@ from controlplane import crypto
 from controlplane.canonical import canonical_digest
 
 from . import validators
-from .choices import HostKeyStatus, ProbeTrigger, SnapshotStatus, Verdict
+from .choices import VERDICT_SEVERITY, HostKeyStatus, ProbeTrigger, SnapshotStatus, Verdict
 from .state import HostState, material_fingerprint
 
 
@@ -132,7 +132,8 @@ class HostHealth(models.Model):
         Host, on_delete=models.CASCADE, primary_key=True, related_name="health"
     )
     verdict = models.CharField(max_length=10, choices=Verdict.choices, default=Verdict.UNKNOWN)
-    severity = models.PositiveSmallIntegerField(default=2)  # VERDICT_SEVERITY, for sorting
+    # VERDICT_SEVERITY, for sorting
+    severity = models.PositiveSmallIntegerField(default=VERDICT_SEVERITY[Verdict.UNKNOWN])
     reasons = models.JSONField(default=list, blank=True)  # [{level, code, text}]
     since = models.DateTimeField()  # when the verdict last changed
     computed_at = models.DateTimeField()

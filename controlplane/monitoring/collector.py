@@ -140,8 +140,9 @@ HOST_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     ("host_enabled", "1 if the host is probed on schedule.", ["host"]),
     (
         "host_verdict",
-        "1 for the host's health verdict (healthy, degraded, unknown, failed), 0 for the others; "
-        "the same verdict, from the same evidence, as the fleet page.",
+        "1 for the host's health verdict (healthy, changing, degraded, unknown, failed), 0 for "
+        "the others; the same verdict, from the same evidence, as the fleet page. changing: a "
+        "change job of the control plane runs on the host and explains all that is off.",
         ["host", "verdict"],
     ),
     (

@@ -18,16 +18,26 @@ from .approvals import (
 )
 from .health import host_health_update, hosts_health_update
 from .integrity import IntegrityFinding, latest_integrity
-from .preflight import Preflight, change_preflight, change_review, change_target_for, fit_check
+from .preflight import (
+    ChangeCheck,
+    Preflight,
+    change_check,
+    change_preflight,
+    change_review,
+    change_target_for,
+    fit_check,
+)
 from .refusals import ChangeRefused
 from .requests import change_request_cancel, change_request_cancel_allowed, change_request_create
 
 __all__ = [
+    "ChangeCheck",
     "ChangeRefused",
     "IntegrityFinding",
     "Preflight",
     "approval_valid",
     "approvals_void_on_drift",
+    "change_check",
     "change_params_digest",
     "change_preflight",
     "change_request_approve",

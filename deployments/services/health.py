@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-from hosts.choices import VERDICT_SEVERITY, SnapshotStatus
+from hosts.choices import VERDICT_SEVERITY, SnapshotStatus, Verdict
 from hosts.models import Host, HostHealth, StateSnapshot
 from hosts.selectors import newest_snapshot_id
 from hosts.state import IntegrityReport
@@ -40,20 +40,19 @@ def hosts_health_update(
 
     `snapshots` are ones the caller holds already (a probe round's, just stored): one of them
     that is still its host's newest is used as it is instead of being read and parsed again.
-    A transition while a change runs on the host (or as it ends: `ended_change`) is recorded
-    with that change's id, so notifications leave it to the job's own outcome message.
+    A change job running on a host is part of its evidence (the verdict is `changing` while
+    what is off is what the change does). A transition while a change runs on the host (or as
+    it ends: `ended_change`, or out of `changing` once it has) is recorded with that change's
+    id, so notifications leave it to the job's own outcome message.
     """
     now = now or timezone.now()
     hosts = list(hosts)
     if not hosts:
         return []
-    evidence = _evidence(hosts, now, {s.pk: s for s in snapshots})
+    running = _running_changes(hosts)
+    evidence = _evidence(hosts, now, {s.pk: s for s in snapshots}, running)
     stored = {h.host_id: h for h in HostHealth.objects.filter(host__in=hosts)}
-    running = dict(
-        ChangeRequest.objects.filter(host__in=hosts, status=ChangeStatus.RUNNING).values_list(
-            "host_id", "pk"
-        )
-    )
+    running_on = {c.host_id: c.pk for c in running.values()}
     rows, transitions = [], []
     for host in hosts:
         facts, serving, last_change = evidence[host.pk]
@@ -62,15 +61,23 @@ def hosts_health_update(
         before = previous.verdict if previous is not None else None
         rows.append(_row(host, verdict, facts, previous, now, (serving, last_change)))
         if before is not None and before != verdict.verdict:
-            during = ended_change or running.get(host.pk)
-            transitions.append(_transition(host, before, rows[-1], during))
+            during = ended_change or running_on.get(host.pk)
+            transitions.append((host, before, rows[-1], during))
+    # Out of `changing` with no change running: the change just ended (and a probe round got
+    # there before the job's own update), so the transition is the job's to tell too.
+    ended = _last_changes_of(h.pk for h, before, _, during in transitions
+                             if during is None and before == Verdict.CHANGING)  # fmt: skip
+    events = [
+        _transition(host, before, row, during or ended.get(host.pk))
+        for host, before, row, during in transitions
+    ]
     with transaction.atomic():
         # One upsert for the whole round. (bulk_update's CASE per row and field cost more
         # Python than the probes it follows.)
         HostHealth.objects.bulk_create(
             rows, update_conflicts=True, unique_fields=["host"], update_fields=_ROW_FIELDS
         )
-        audit.record_many(transitions)
+        audit.record_many(events)
     return rows
 
 
@@ -125,8 +132,42 @@ def _transition(
     }
 
 
+def _running_changes(hosts: list[Host]) -> dict[int, ChangeRequest]:
+    """Per deployment, the change job running on it now (at most one per host), with the
+    revisions it moves between."""
+    running = ChangeRequest.objects.filter(host__in=hosts, status=ChangeStatus.RUNNING)
+    related = running.select_related("from_revision", "target_revision")
+    return {c.deployment_id: c for c in related}
+
+
+def _running_evidence(change: ChangeRequest | None) -> health.RunningChange | None:
+    if change is None:
+        return None
+    revisions = [r for r in (change.target_revision, change.from_revision) if r is not None]
+    return health.RunningChange(
+        pk=change.pk,
+        kind=change.get_kind_display(),
+        by=change.requested_by_name,
+        started_at=change.started_at,
+        unit_sha256s=frozenset(r.unit_sha256 for r in revisions),
+        models=frozenset(m for m in (r.plan.model for r in revisions) if m),
+    )
+
+
+def _last_changes_of(host_ids: Iterable[int]) -> dict[int, int]:
+    """Per host, its most recently started change."""
+    ids = list(host_ids)
+    if not ids:
+        return {}
+    started = ChangeRequest.objects.filter(host__in=ids, started_at__isnull=False)
+    return dict(started.order_by("host_id", "started_at").values_list("host_id", "pk"))
+
+
 def _evidence(
-    hosts: list[Host], now: dt.datetime, known: dict[int, StateSnapshot]
+    hosts: list[Host],
+    now: dt.datetime,
+    known: dict[int, StateSnapshot],
+    running: dict[int, ChangeRequest],
 ) -> dict[int, tuple[health.HostEvidence, str, str]]:
     host_ids = [h.pk for h in hosts]
     latest = _latest_snapshots_where(host_ids, known=known)
@@ -144,8 +185,9 @@ def _evidence(
         labels, change_texts = [], []
         for dep in (d for d in deployments if d.host_id == host.pk):
             unit, label, change_text = _unit_evidence(
-                dep, changes.get(dep.pk), integrity.get(dep.pk), evaluations.get(dep.pk)
-            )
+                dep, changes.get(dep.pk), integrity.get(dep.pk), evaluations.get(dep.pk),
+                _running_evidence(running.get(dep.pk)),
+            )  # fmt: skip
             units.append(unit)
             labels.append(label)
             change_texts.append(change_text)
@@ -169,6 +211,7 @@ def _unit_evidence(
     change: ChangeRequest | None,
     report: IntegrityReport | None,
     evaluation: health.Evaluation | None = None,
+    running: health.RunningChange | None = None,
 ) -> tuple[health.UnitEvidence, str, str]:
     revision = dep.current_revision
     model = revision.model if revision is not None else dep.model
@@ -191,6 +234,7 @@ def _unit_evidence(
         last_change=outcome,
         integrity=report,
         evaluation=evaluation,
+        running=running,
     )
     return unit, label, change_text
 

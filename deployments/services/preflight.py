@@ -12,7 +12,7 @@ from hosts.choices import HostKeyStatus, SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import HostState
 
-from .. import engine_flags, fit, revisions, units
+from .. import engine_flags, fit, policy, revisions, units
 from ..choices import ACTIVE_JOB_STATUSES, REVISION_KINDS, SERVING_KINDS, ChangeKind
 from ..models import ChangeRequest, Deployment, ModelArtifact
 from .integrity import IntegrityFinding, latest_integrity, repair_basis
@@ -33,6 +33,25 @@ class Preflight:
     integrity_unclean: bool = False
     fit_problem: str | None = None  # the fit's refusal, also in `problems`
     busy_warning: str | None = None  # requests in flight, also in `warnings`
+    integrity_warning: str | None = None  # the unclean engine check, also in `warnings`
+    # What the requester has acknowledged (the change form's checkboxes, or the request's).
+    busy_acknowledged: bool = False
+    integrity_acknowledged: bool = False
+
+    @property
+    def unacknowledged(self) -> list[str]:
+        """The warnings a request is refused on until they are acknowledged, and that are not
+        acknowledged yet (the others, such as GPU facts a partial snapshot lacks, only warn)."""
+        needed = [
+            (self.busy_warning, self.busy_acknowledged),
+            (self.integrity_warning, self.integrity_acknowledged),
+        ]
+        return [warning for warning, acknowledged in needed if warning and not acknowledged]
+
+    @property
+    def blocking(self) -> bool:
+        """A request made now would be refused: a problem, or a warning not acknowledged."""
+        return bool(self.problems or self.unacknowledged)
 
     @property
     def other_problems(self) -> list[str]:
@@ -59,13 +78,18 @@ def change_target_for(
     """What the change would serve, or a refusal naming the argument at fault. The first time,
     the unit `snapshot` read on the host is adopted as the current revision."""
     require_stored_rows_valid(deployment, model)
+    if extra_args is not None:  # what a person typed: the forms' and the API's check, again
+        try:
+            engine_flags.check_extra_args(extra_args)
+        except engine_flags.EngineArgRefused as exc:
+            raise ChangeRefused(f"extra arguments: {exc}") from exc
     if environment is not None:
         try:
             units.validate_environment(environment)
         except ValidationError as exc:
             raise ChangeRefused(f"environment: {exc.messages[0]}") from exc
     try:
-        return revisions.change_target(
+        target = revisions.change_target(
             deployment=deployment,
             kind=kind,
             model=model,
@@ -83,6 +107,54 @@ def change_target_for(
         raise ChangeRefused(f"the unit cannot be rewritten: {exc}") from exc
     except commands.UnsafeCommand as exc:  # a stored row that bypassed validation
         raise ChangeRefused(f"the deployment's stored fields cannot be rendered: {exc}") from exc
+    if target.revision is not None:  # a rollback: the model it goes back to is checked too
+        require_stored_rows_valid(deployment, target.model)
+    return target
+
+
+@dataclass
+class ChangeCheck:
+    """What the change form shows before anything is requested: what the change would serve
+    (or the refusal naming the argument at fault), the pre-flight of that on the snapshot, and
+    why it needs a second person."""
+
+    target: revisions.ChangeTarget | None = None
+    target_error: str | None = None
+    preflight: Preflight | None = None
+    approval_because: list[str] = field(default_factory=list)
+
+
+def change_check(
+    *,
+    deployment: Deployment,
+    kind: str,
+    snapshot: StateSnapshot | None,
+    model: ModelArtifact | None = None,
+    tensor_parallel_size: int | None = None,
+    max_model_len: int | None = None,
+    extra_args: list[str] | None = None,
+    environment: dict[str, str] | None = None,
+    acknowledge_busy: bool = False,
+    acknowledge_integrity: bool = False,
+) -> ChangeCheck:
+    """The change form's pre-flight, from every field of the form that the request's own checks
+    weigh, through the same functions the request calls (change_target_for, change_preflight,
+    policy.approval_reasons), so that the form cannot say "fits" about a change the request
+    refuses. Without a `snapshot` there is nothing to check the target against."""
+    try:
+        target = change_target_for(
+            deployment=deployment, kind=kind, model=model,
+            tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
+            extra_args=extra_args, environment=environment, snapshot=snapshot,
+        )  # fmt: skip
+    except ChangeRefused as exc:
+        return ChangeCheck(target_error=exc.message)
+    checks = None
+    if snapshot is not None:
+        checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
+        checks.busy_acknowledged = acknowledge_busy
+        checks.integrity_acknowledged = acknowledge_integrity
+    return ChangeCheck(target, None, checks, policy.approval_reasons(target=target))
 
 
 def change_preflight(
@@ -150,11 +222,12 @@ def _integrity(
     result.integrity = latest_integrity(deployment)
     if kind in REVISION_KINDS and result.integrity is not None and not result.integrity.clean:
         result.integrity_unclean = True
-        result.warnings.append(
+        result.integrity_warning = (
             f"the engine integrity check is not clean: {result.integrity.describe()}. A new "
             "revision on a patched engine may be blamed for what the patch does: repair the "
             "engine first, or acknowledge this to go ahead"
         )
+        result.warnings.append(result.integrity_warning)
 
 
 def _drop_ins_overriding(state: HostState, unit: str) -> list[str]:
@@ -206,6 +279,8 @@ def change_review(*, change: ChangeRequest, snapshot: StateSnapshot) -> Prefligh
     checks = change_preflight(
         deployment=change.deployment, target=target, snapshot=snapshot, decided_on=change.snapshot
     )
+    checks.busy_acknowledged = change.busy_acknowledged
+    checks.integrity_acknowledged = "integrity_acknowledged" in (change.params or {})
     # The change under review is no other job: only a different queued or running one counts.
     if checks.active_job is not None and checks.active_job.pk == change.pk:
         checks.problems = [p for p in checks.problems if f"change #{change.pk} " not in p]

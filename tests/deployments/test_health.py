@@ -141,6 +141,82 @@ def test_the_worst_reason_decides_and_comes_first() -> None:
     assert [r.level for r in result.reasons] == ["failed", "degraded"]
 
 
+# --- a change of the control plane's own, running ---------------------------------------------
+
+TARGET_SHA, PREVIOUS_SHA = "c" * 64, "a" * 64
+INT4 = "/models/moonshotai/Kimi-K2.5-INT4"
+NVFP4 = "/models/moonshotai/Kimi-K2.5-NVFP4"
+
+
+def swap():
+    return health.RunningChange(
+        pk=12, kind="model swap", by="otto", started_at=NOW - dt.timedelta(seconds=42),
+        unit_sha256s=frozenset({TARGET_SHA, PREVIOUS_SHA}), models=frozenset({INT4, NVFP4}),
+    )  # fmt: skip
+
+
+def mid_swap(active="active", sha=TARGET_SHA, roots=(INT4,), **server):
+    parsed = f.parsed_state(active=active)
+    parsed["deployments"][UNIT]["unit_file_sha256"] = sha
+    parsed["deployments"][UNIT]["server"].update(model_roots=list(roots), **server)
+    return parsed
+
+
+@pytest.mark.parametrize(
+    ("parsed", "explained"),
+    [
+        # the new unit file written, the old server still up
+        (mid_swap(roots=(NVFP4,)), set()),
+        (mid_swap("inactive", healthy=False, health_http_status=None), {"service_changing"}),
+        (mid_swap("deactivating", healthy=False, health_http_status=None), {"service_changing"}),
+        (mid_swap("activating", healthy=False, health_http_status=None), {"loading"}),
+        (mid_swap(healthy=False, health_http_status=503), {"loading"}),
+        # the new model serves before the job makes its revision the deployment's current one
+        (mid_swap(), set()),
+        # a failed verification put the previous revision back
+        (mid_swap(sha=PREVIOUS_SHA, roots=(NVFP4,)), set()),
+    ],
+)  # fmt: skip
+def test_what_a_running_change_does_is_changing_not_failed(parsed, explained) -> None:
+    result = health.evaluate(evidence(parsed, units=[unit(running=swap())]))
+    assert result.verdict == "changing", result.reasons
+    assert {r.code for r in result.reasons} == {"change_running", *explained}
+    assert {r.level for r in result.reasons} == {"changing"}
+    said = next(r.text for r in result.reasons if r.code == "change_running")
+    assert "change #12 (model swap) is running" in said and "since 11:59:18 UTC (42 s)" in said
+    # The same host without the change: an outage, or drift from the deployed revision.
+    assert health.evaluate(evidence(parsed)).verdict != "changing"
+
+
+@pytest.mark.parametrize(
+    ("make", "expected", "code"),
+    [
+        (lambda p: p["deployments"][UNIT].update(unit_file_sha256="e" * 64), "degraded",
+         "unit_file_drift"),
+        (lambda p: p["deployments"][UNIT]["server"].update(
+            model_roots=["/models/Qwen/Qwen3-235B-A22B-FP8"]), "failed", "model_drift"),
+        (lambda p: p["deployments"][UNIT]["unit"].update(active_state="failed"), "failed",
+         "service_failed"),
+        (lambda p: p.update(gpus=p["gpus"][:4]), "failed", "gpus_missing"),
+        (lambda p: p.update(gpus=[], problems=[
+            {"section": "gpus", "message": "NVIDIA-SMI has failed"}]), "failed", "gpu_driver"),
+    ],
+)  # fmt: skip
+def test_a_fault_the_running_change_does_not_explain_still_counts(make, expected, code) -> None:
+    parsed = mid_swap()
+    make(parsed)
+    status = "partial" if parsed["problems"] else "ok"
+    result = health.evaluate(evidence(parsed, status=status, units=[unit(running=swap())]))
+    assert result.verdict == expected
+    assert result.reasons[0].code == code
+    assert "change_running" in {r.code for r in result.reasons}
+
+
+def test_an_unreachable_host_is_unknown_even_while_a_change_runs() -> None:
+    result = health.evaluate(evidence(status="unreachable", units=[unit(running=swap())]))
+    assert result.verdict == "unknown"
+
+
 # --- stored, kept current, and notified once per transition -----------------------------------
 
 
@@ -229,3 +305,37 @@ def test_since_is_when_the_verdict_last_changed_not_when_it_was_last_computed(de
     row = HostHealth.objects.get(host=host)
     assert (row.verdict, row.since) == ("failed", start + dt.timedelta(seconds=120))
     assert row.computed_at == start + dt.timedelta(seconds=180)
+
+
+def test_a_running_change_is_changing_on_every_page_and_notifies_nothing(deployed) -> None:
+    """Stored: the verdict while the change runs is `changing`, and neither going into it nor
+    coming out of it once the change ended (a probe round first, before the job's own update)
+    is a host.degraded or host.recovered of its own: the job's outcome says it."""
+    from deployments import lifecycle
+
+    host = deployed.host
+    healthy = f.parsed_state()
+    healthy["deployments"][UNIT]["unit_file_sha256"] = deployed.current_revision.unit_sha256
+    record(host, healthy)
+    change = ChangeRequest.objects.create(
+        host=host, deployment=deployed, kind="restart", snapshot=f.make_snapshot(host),
+        from_revision=deployed.current_revision, reason="r", requested_by_name="otto",
+        needs_approval=False, params_digest="-", correlation_id="c", status=ChangeStatus.RUNNING,
+        started_at=timezone.now(),
+    )  # fmt: skip
+    restarting = copy.deepcopy(healthy)
+    restarting["deployments"][UNIT]["unit"]["active_state"] = "inactive"
+    record(host, restarting)
+    row = HostHealth.objects.get(host=host)
+    assert (row.verdict, row.severity) == ("changing", 1)
+    assert [r["code"] for r in row.reasons] == ["change_running", "service_changing"]
+    assert f"change #{change.pk} (restart) is running" in row.reasons[0]["text"]
+    lifecycle.change_transition(change=change, source="running", target="succeeded")
+    record(host, healthy)
+    assert HostHealth.objects.get(host=host).verdict == "healthy"
+    events = AuditEvent.objects.filter(action="host.verdict_changed").order_by("seq")
+    assert [(e.data["before"], e.data["after"], e.data["during_change"]) for e in events] == [
+        ("healthy", "changing", change.pk),
+        ("changing", "healthy", change.pk),
+    ]
+    assert [n for e in events for n in notifications_for(e)] == []

@@ -9,10 +9,10 @@ import pytest
 
 from controlplane.audit.models import AuditEvent
 from deployments import runner, services
-from deployments.choices import ChangeStatus
-from deployments.models import HostLease, ModelArtifact
+from deployments.choices import ACTIVE_JOB_STATUSES, ChangeStatus
+from deployments.models import ChangeRequest, HostLease, ModelArtifact
 from hosts import services as host_services
-from hosts.models import Host
+from hosts.models import Host, HostHealth
 from tests.fleet import register
 from tests.waiting import wait_for_change, wait_until
 
@@ -83,11 +83,52 @@ def test_a_two_person_model_swap_end_to_end(make_fleet, celery_worker, operator,
     assert "change.approved" in actions
     steps = [e for e in events if e.action == "change.step"]
     assert len(steps) == len(names)
-    assert all(e.snapshot_id == change.snapshot_id and e.snapshot_age_seconds >= 0 for e in steps)
+    # Each step names the snapshot it rested on: the approver's for the checks of the
+    # decision, then the job's re-probe, then the post-change snapshot.
+    approved = change.approvals.get().snapshot_id
+    rested = [(e.data["name"], e.snapshot_id) for e in steps]
+    assert rested[:4] == [(names[0], approved), (names[1], approved), (names[2], approved),
+                          (names[3], change.before_snapshot_id)]  # fmt: skip
+    assert rested[-1] == ("post-change snapshot", after.pk)
+    assert all(e.snapshot_age_seconds >= 0 for e in steps)
     assert any(e.data["command"].startswith("sudo -n tee --") for e in steps)
     probes = events.filter(action="probe.completed")
     assert probes.count() >= 2  # the re-probe and the post-change snapshot carry the thread
     assert not HostLease.objects.filter(holder__isnull=False).exists()
+
+
+def test_the_verdict_during_a_swap_says_changing_never_failed(
+    make_fleet, celery_worker, operator, approver
+):
+    """Sampled as the scheduled probes would, all through a real swap: the new unit file is
+    written, the unit restarts and loads the new model, which serves before the job makes its
+    revision the deployment's current one. Each is the change, not an outage: the verdict is
+    `changing`, and no webhook says degraded."""
+    from controlplane.notifications.events import notifications_for
+
+    # 30 simulated seconds to load, 1.5 s of real time (tests/fleet.TEST_TIME_SCALE): long
+    # enough for the probes below to find the model loading.
+    fleet = register(make_fleet(1, load_seconds=30))
+    host = fleet.host("gpu-01")
+    change = request_swap(operator, approver, fleet)
+    assert HostHealth.objects.get(host=host).verdict == "healthy"
+    seen: list[tuple[str, list[str]]] = []
+    while ChangeRequest.objects.get(pk=change.pk).status in ACTIVE_JOB_STATUSES:
+        host_services.host_probe(host=Host.objects.get(pk=host.pk), trigger="schedule")
+        row = HostHealth.objects.get(host=host)
+        seen.append((row.verdict, [r["code"] for r in row.reasons]))
+    change = wait_for_change(change)
+    assert change.status == ChangeStatus.SUCCEEDED, change.status_reason
+    verdicts = [v for v, _ in seen]
+    assert "failed" not in verdicts and "degraded" not in verdicts, seen
+    assert "changing" in verdicts, seen
+    loading = {"service_changing", "loading"} & {c for _, codes in seen for c in codes}
+    assert loading, seen  # it was sampled while the unit restarted
+    events = AuditEvent.objects.filter(action="host.verdict_changed", host_id=host.pk)
+    assert [e.data["after"] for e in events.order_by("seq")] == ["changing", "healthy"]
+    assert all(e.data["during_change"] == change.pk for e in events)
+    assert [n for e in events for n in notifications_for(e)] == []
+    assert HostHealth.objects.get(host=host).verdict == "healthy"
 
 
 def test_drift_between_decision_and_execution_aborts_before_any_destructive_command(
