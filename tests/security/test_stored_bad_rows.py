@@ -69,3 +69,43 @@ def test_the_pages_answer_4xx_naming_the_field(bad, operator, client):
     assert field.split()[0] in response.content.decode().lower()
     assert not ChangeRequest.objects.exists()
     assert client.get(reverse("hosts:detail", args=["gpu-01"])).status_code == 200
+
+
+def test_a_rollback_to_a_model_whose_stored_row_fails_today_is_refused(operator, approver):
+    """The model a rollback goes back to is checked like the one a swap goes to."""
+    from deployments import runner, services
+
+    catalog = f.make_catalog()
+    deployment = f.make_deployment(f.make_host("gpu-01"), catalog["NVFP4"])
+    swap = services.change_request_create(
+        user=operator, deployment=deployment, kind="model_swap", reason="INT4 is faster",
+        snapshot=f.make_snapshot(deployment.host), model=catalog["INT4"],
+    )  # fmt: skip
+    # As if the swap ran: its revision serves, the one before it is the rollback's target.
+    ChangeRequest.objects.filter(pk=swap.pk).update(status="succeeded")
+    swap.refresh_from_db()
+    runner._apply_revision_to_deployment(swap)
+    ModelArtifact.objects.filter(pk=catalog["NVFP4"].pk).update(path="/models/x; reboot")
+    deployment.refresh_from_db()
+    with pytest.raises(services.ChangeRefused) as refused:
+        services.change_request_create(
+            user=operator, deployment=deployment, kind="rollback", reason="back to NVFP4",
+            snapshot=f.make_snapshot(deployment.host),
+        )  # fmt: skip
+    assert "target model path" in refused.value.message
+    assert ChangeRequest.objects.count() == 1
+
+
+def test_the_service_itself_checks_typed_arguments(operator):
+    """Not only the form and the serializer: a caller of the service gets the same refusal."""
+    from deployments import services
+
+    catalog = f.make_catalog()
+    deployment = f.make_deployment(f.make_host("gpu-01"), catalog["NVFP4"])
+    with pytest.raises(services.ChangeRefused) as refused:
+        services.change_request_create(
+            user=operator, deployment=deployment, kind="redeploy", reason="tune",
+            snapshot=f.make_snapshot(deployment.host), extra_args=["--download-dir=/tmp/%h"],
+        )  # fmt: skip
+    assert refused.value.code == "invalid" and "extra arguments" in refused.value.message
+    assert not ChangeRequest.objects.exists()
