@@ -15,8 +15,11 @@ so `max_num_batched_tokens`, `tokenizer` and `tokenizer_mode` are ordinary setti
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import RegexBasedDetector
@@ -34,18 +37,21 @@ REDACTED = "<redacted>"
 _ANYWHERE = re.compile(r"password|passwd|passphrase|secret|credential|apikey|privatekey")
 # detect-secrets' keyword list (api_?key, password, secret, pwd, ...) as whole name parts.
 _KEYWORD_PARTS = re.compile(r"(?:^|_)(?:{})(?:_|$)".format("|".join(_KEYWORD_DENYLIST)))
-# What the keyword list lacks, only as the name's last part: a `token` (hf_token, access_token,
-# HUGGING_FACE_HUB_TOKEN) but not `tokens`, `tokenizer` or `max_tokens`; a `key` (api_key,
-# FIELD_ENCRYPTION_KEY) but not `key_cache_dtype`; `auth`/`pass` (basic_auth, db_pass);
-# `authorization` and `credentials` (HTTP headers, cloud SDKs) anywhere.
+# What the keyword list lacks. As the name's last part only: a `token` (hf_token, access_token,
+# HUGGING_FACE_HUB_TOKEN) but not `tokens`, `tokenizer` or `max_tokens`; a `key` after another
+# part (FIELD_ENCRYPTION_KEY) but not `key_cache_dtype` nor a bare `key` (`host key: ...`,
+# `sort key: ...`); `pass` (db_pass). As a whole part anywhere:
+# `auth` (AUTH_HEADER, basic_auth), `authorization` and `credentials` (HTTP headers, cloud SDKs).
 _LAST_PARTS = re.compile(
-    r"(?:^|_)(?:token|key|auth|pass)$|(?:^|_)(?:authorization|credentials?)(?:_|$)"
+    r"(?:^|_)(?:token|pass)$|_key$|(?:^|_)(?:auth|authorization|credentials?)(?:_|$)"
 )
 # Names that hold no secret although they look like one: tokenizers' special tokens
-# (`eos_token: </s>`), public and host keys (what engineers compare), and the shell's
-# working directory (PWD, which the keyword list's `pwd` would hide).
+# (`eos_token: </s>`), public and host keys (what engineers compare), the shell's working
+# directory (PWD, which the keyword list's `pwd` would hide), and names that say what kind of
+# secret or where it is rather than what it is (`auth_type`, `hf_token_path`, `key_file`).
 _NOT_SECRET = re.compile(
     r"^(?:bos|eos|pad|unk|sep|cls|mask)_token$|(?:^|_)(?:public|host)_key|^pwd$"
+    r"|_(?:type|method|mode|scheme|enabled|disabled|required|file|path|dir|url|uri)$"
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -55,6 +61,7 @@ def _name_parts(name: str) -> str:
     return "_".join(p for p in re.split(r"[^a-z0-9]+", _CAMEL.sub("_", name).lower()) if p)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether a variable, key, header or flag name says its value is a secret."""
     parts = _name_parts(name)
@@ -91,45 +98,51 @@ _ADDED_PATTERNS = [
     # with `T3BlbkFJ` inside; vLLM and SGLang take such keys as their --api-key.
     re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}"),
     # A bearer token anywhere (`curl -H "Authorization: Bearer ..."`, an error quoting it).
-    re.compile(r"\b[Bb]earer\s+([A-Za-z0-9._~+/-]+=*)"),
+    re.compile(r"\b[Bb]earer[ \t]+([A-Za-z0-9._~+/-]+=*)"),
 ]
 _TOKEN_PATTERNS = [*_library_patterns(), *_ADDED_PATTERNS]
 _JWT_PATTERNS = frozenset(JwtTokenDetector.denylist)
 # A matched token runs on over these (the JWT regex stops before the signature, GitLab's
 # captures only the prefix).
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=.-]*")
-_SEPARATORS = " \t=:\"'"
+_SEPARATORS = " \t\r\n=:\"'"
 
 # --- name = value ----------------------------------------------------------------------------
 
 # An unquoted value: up to a space or quote; a comma, semicolon or ampersand ends it when a
 # space, the end, or the next `name=` follows (`a=1, b=2`, `?token=x&b=2`), so a password with
 # a comma in it is still hidden whole. Closing brackets after it are kept.
-_BARE_CHAR = r"(?:[^\s'\",;&]|[,;&](?!\s|$|[\w.-]+\s*[=:]))"
-_BARE = rf"(?![\[{{(]){_BARE_CHAR}+"
+_BARE_CHAR = r"(?:[^\s'\",;&]|[,;&](?!\s|$|[\w.-]+[ \t]*[=:]))"
 _VALUE = (
-    r"(?:'(?P<sq>[^']*)'|\"(?P<dq>[^\"]*)\"|\[(?P<list>[^\]]*)\]"
-    rf"|(?:(?:Bearer|Basic|Token|Digest)\s+)?(?P<bare>{_BARE}))"
+    r"(?:'(?P<sq>[^'\n]*)'|\"(?P<dq>[^\"\n]*)\"|\[(?P<list>[^\]\n]*)\]"
+    rf"|(?:(?:Bearer|Basic|Token|Digest)[ \t]+)?(?P<bare>(?![\[{{(]){_BARE_CHAR}+))"
 )
+# Every secret-looking name holds one of these: the names around them are the only ones
+# tried (a quick filter: most names in a journal or a metrics page are not).
+_HINT = re.compile(r"pass|pwd|secret|token|key|auth|credential|priv|contrase", re.IGNORECASE)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # `NAME=value`, `NAME: value`, `'name': 'value'` (vLLM's args dict), `"name": "value"` (JSON),
 # `--name=value`, `X-Api-Key: value`.
 _ASSIGNMENT = re.compile(
-    rf"(?<![\w.-])(?P<q>['\"]?)(?P<name>-{{0,2}}[A-Za-z_][\w.-]*)(?P=q)\s*(?::=|=>|=|:)\s*{_VALUE}"
+    r"(?<![\w.-])(?P<q>['\"]?)(?P<name>-{0,2}[A-Za-z_][\w.-]*)(?P=q)"
+    rf"[ \t]*(?::=|=>|=|:)[ \t]*{_VALUE}"
 )
 # The engines' secret flags given as two words (`--api-key sk-x`, `--hf-token hf_x`): any flag
 # whose name is secret-looking, followed by a word that is not another flag.
 _FLAG = re.compile(rf"(?<![\w.-])(?P<name>--[A-Za-z][\w-]*)[ \t]+(?!-){_VALUE}")
 # Values that hide nothing and say something (`'api_key': None`, `disable_auth=False`).
-_PLAIN_VALUES = frozenset({"", "None", "null", "true", "false", "True", "False", REDACTED})
+_PLAIN_VALUES = frozenset({"", "None", "null", "true", "false", "True", "False"})
 
 # --- private key blocks ----------------------------------------------------------------------
 
 _KEY_BEGIN = [*PrivateKeyDetector.denylist]  # detect-secrets' BEGIN ... PRIVATE KEY headers
+_KEY_MARKERS = ("PRIVATE KEY", "PuTTY-User-Key-File")  # a quick filter for the above
 _KEY_END = re.compile(r"END [A-Z0-9 ]*PRIVATE KEY|END PGP PRIVATE KEY BLOCK|Private-MAC:")
-_KEY_INLINE = re.compile(r"PRIVATE KEY(?: BLOCK)?-*(.*?)(?=-+\s*END |$)")
-# A body line: a run of base64 at the end of the line (after a journal line's prefix, if any).
-_KEY_BODY = re.compile(r"(?:^|[\s:])([A-Za-z0-9+/]{16,}={0,2})\s*$")
-_KEY_HEADER = re.compile(r"(?:^|\s)[A-Z][A-Za-z-]+: \S")
+# A key printed on one line (JSON's `"-----BEGIN...\\n...\\n-----END..."`): between its markers.
+_KEY_INLINE = re.compile(r"PRIVATE KEY(?: BLOCK)?-*(.*?)(?=-+[ \t]*END |$)")
+# A body line: one run of base64 that is the whole line (after a journal line's prefix).
+_KEY_BODY = re.compile(r"(?:^\s*|: )([A-Za-z0-9+/]{4,}={0,2})\s*$")
+_KEY_HEADER = re.compile(r"(?:^|\s)[A-Z][A-Za-z-]+: \S")  # Proc-Type: 4,ENCRYPTED
 
 
 def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
@@ -138,7 +151,7 @@ def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
         if value is None:
             continue
         start, end = match.span(group)
-        if value.startswith(REDACTED):  # already redacted (a stored snapshot shown again)
+        if value.lstrip(" '\"").startswith(REDACTED):  # already redacted (shown again)
             return None
         if group == "bare":  # closing brackets and a sentence's end stay
             stripped = value.rstrip(")]}>.")
@@ -150,32 +163,78 @@ def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
     return None
 
 
-def _spans(line: str) -> Iterator[tuple[int, int]]:
-    """Where the secret values in one line are."""
+def _token_spans(text: str) -> Iterator[tuple[int, int]]:
     for pattern in _TOKEN_PATTERNS:
-        for match in pattern.finditer(line):
+        for match in pattern.finditer(text):
             if pattern in _JWT_PATTERNS and not JwtTokenDetector.is_formally_valid(match[0]):
                 continue
-            groups = [i for i in range(1, (pattern.groups or 0) + 1) if match.group(i)]
-            spans = [match.span(i) for i in groups] or [match.span()]
-            for start, end in spans:
-                while start < end and line[start] in _SEPARATORS:
+            # A plugin's groups are its secrets (findall's rule); without groups, the match.
+            groups = [i for i in range(1, pattern.groups + 1) if match.group(i)]
+            for start, end in [match.span(i) for i in groups] or [match.span()]:
+                while start < end and text[start] in _SEPARATORS:
                     start += 1
-                while end > start and line[end - 1] in _SEPARATORS:
+                while end > start and text[end - 1] in _SEPARATORS:
                     end -= 1
-                tail = _TOKEN_TAIL.match(line, end)
+                tail = _TOKEN_TAIL.match(text, end)
                 yield start, tail.end() if tail else end
-    for pattern in (_ASSIGNMENT, _FLAG):
-        for match in pattern.finditer(line):
-            if is_secret_name(match.group("name")):
-                span = _value_span(match)
-                if span:
-                    yield span
 
 
-def _replace(line: str, spans: list[tuple[int, int]]) -> str:
+def _assignment_spans(text: str) -> Iterator[tuple[int, int]]:
+    """The values of secret-looking names: each name holding a hint, tried where it starts."""
+    tried = -1
+    for hint in _HINT.finditer(text):
+        start = hint.start()
+        while start > 0 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        if start == tried:
+            continue  # one name, two hints (`secret_token`)
+        tried = start
+        if start > 0 and text[start - 1] in "'\"":
+            match = _ASSIGNMENT.match(text, start - 1)
+        else:
+            match = None
+        match = match or _ASSIGNMENT.match(text, start) or _FLAG.match(text, start)
+        if match and is_secret_name(match.group("name")):
+            span = _value_span(match)
+            if span:
+                yield span
+
+
+def _key_spans(text: str) -> Iterator[tuple[int, int]]:
+    """The bodies of private key blocks: from a BEGIN line (detect-secrets' headers) to its
+    END line, each body line's base64; a line that is none of a key's ends the block."""
+    in_key = body_seen = False
+    offset = 0
+    for line in text.split("\n"):
+        at, offset = offset, offset + len(line) + 1
+        if in_key:
+            if _KEY_END.search(line):
+                in_key = False
+                continue
+            body = _KEY_BODY.search(line)
+            if body:
+                body_seen = True
+                yield at + body.start(1), at + len(line.rstrip())
+                continue
+            if not line.strip() or (not body_seen and _KEY_HEADER.search(line)):
+                continue
+            in_key = False  # not a key's line: the block ended without its END line
+        if any(p.search(line) for p in _KEY_BEGIN):
+            inline = _KEY_INLINE.search(line)
+            material = inline and inline[1].replace("\\n", "").strip(" \t\"',")
+            if inline and material:
+                yield at + inline.start(1), at + inline.end(1)
+            in_key = not material and not _KEY_END.search(line)
+            body_seen = False
+
+
+def _replace(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each span (merged where they overlap) replaced by REDACTED. A span never
+    runs over a line's end: the line structure stays."""
     merged: list[list[int]] = []
     for start, end in sorted(spans):
+        newline = text.find("\n", start, end)
+        end = newline if newline >= 0 else end
         if start >= end:
             continue
         if merged and start <= merged[-1][1]:
@@ -184,64 +243,41 @@ def _replace(line: str, spans: list[tuple[int, int]]) -> str:
             merged.append([start, end])
     pieces, done = [], 0
     for start, end in merged:
-        pieces += [line[done:start], REDACTED]
+        pieces += [text[done:start], REDACTED]
         done = end
-    pieces.append(line[done:])
+    pieces.append(text[done:])
     return "".join(pieces)
 
 
-def _redact_line(line: str) -> str:
-    spans = list(_spans(line))
-    return _replace(line, spans) if spans else line
-
-
 def redact_text(text: str) -> str:
-    """Host text with every secret value replaced by `<redacted>`, line by line: the line
-    structure, names and separators are kept byte for byte, and so is every line without a
-    secret. A private key block keeps its BEGIN and END lines and loses its body."""
-    out: list[str] = []
-    in_key = body_seen = False
-    for line in text.split("\n"):
-        if in_key:
-            body = _KEY_BODY.search(line)
-            if _KEY_END.search(line):
-                in_key = False
-            elif body:
-                body_seen = True
-                out.append(line[: body.start(1)] + REDACTED)
-                continue
-            elif not line.strip() or (not body_seen and _KEY_HEADER.search(line)):
-                out.append(line)  # `Proc-Type: 4,ENCRYPTED` and the blank line after it
-                continue
-            else:
-                in_key = False  # not a key's line: the block ended without its END line
-        elif any(p.search(line) for p in _KEY_BEGIN):
-            out.append(_redact_key_line(line))
-            inline = _KEY_INLINE.search(line)
-            in_key = not _KEY_END.search(line) and not (inline and _key_material(inline[1]))
-            body_seen = False
-            continue
-        out.append(_redact_line(line))
-    return "\n".join(out)
+    """Host text with every secret value replaced by `<redacted>`: the line structure, names
+    and separators are kept byte for byte, and so is every line without a secret. A private
+    key block keeps its BEGIN and END lines and loses its body."""
+    spans = [*_token_spans(text), *_assignment_spans(text)]
+    if any(marker in text for marker in _KEY_MARKERS):
+        spans += _key_spans(text)
+    return _replace(text, spans) if spans else text
 
 
-def _key_material(text: str) -> bool:
-    return bool(text.replace("\\n", "").strip(" \t\"',"))
-
-
-def _redact_key_line(line: str) -> str:
-    """A BEGIN line: a key printed on one line (JSON's `"-----BEGIN...\\n...\\n-----END..."`)
-    loses what is between its markers."""
-    spans = list(_spans(line))
-    inline = _KEY_INLINE.search(line)
-    if inline and _key_material(inline[1]):
-        spans.append(inline.span(1))
-    return _replace(line, spans) if spans else line
+def redact_data(value: Any) -> Any:
+    """JSON-shaped data (a snapshot's parsed state) as it may be shown: every string through
+    `redact_text`, and the string value of every secret-looking key replaced. A new value; the
+    argument is left as it is."""
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if isinstance(v, str) and v and is_secret_name(str(k)) else redact_data(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_data(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
 
 
 # Token shapes by their prefix alone: a value someone typed may be a short or test key that
-# the patterns above (which need a real key's length) would let through.
-# (`hf_` needs more: `hf_overrides` is a vLLM setting.)
+# the patterns above (which need a real key's length) would let through. (`hf_` needs more:
+# `hf_overrides` is a vLLM setting.)
 _SECRET_PREFIX = re.compile(
     r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9]|hf_[A-Za-z0-9]{20}|(?:AKIA|ASIA|AIza|ghp_|gho_|ghs_"
     r"|glpat-|xox[abposr]-|eyJ)[A-Za-z0-9_.+/=-]{4})"
@@ -250,6 +286,23 @@ _SECRET_PREFIX = re.compile(
 
 def looks_secret(word: str) -> bool:
     """Whether a word (an argument, a value someone typed) holds or looks like a secret, so a
-    message should not echo it: anything `redact_text` would hide, a `name=value` with a
-    secret-looking name, or a word shaped like a token by its prefix (`sk-...`, `hf_...`)."""
+    message should not echo it: anything `redact_text` would hide (a token, `name=value` with
+    a secret-looking name) or a word shaped like a token by its prefix (`sk-...`, `hf_...`)."""
     return redact_text(word) != word or bool(_SECRET_PREFIX.search(word))
+
+
+class RedactingFilter(logging.Filter):
+    """A log handler's filter: each record's message, and its traceback, through `redact_text`
+    (an exception may quote host output). Wired to the handlers in settings.LOGGING and to
+    Celery's own (controlplane.celery)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        shown = redact_text(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True

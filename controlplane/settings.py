@@ -262,7 +262,9 @@ SNAPSHOT_RETENTION_SWEEP_SECONDS = env.int("SNAPSHOT_RETENTION_SWEEP_SECONDS", d
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Whatever is logged passes controlplane.redaction first (an error may quote host output).
+    "filters": {"redact": {"()": "controlplane.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     # Sign-ins are audited; django-axes' own INFO lines would repeat each one in the log.
     "loggers": {"asyncssh": {"level": "WARNING"}, "axes": {"level": "WARNING"}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -13,10 +14,11 @@ from django.db.models.fields.json import KeyTransform
 from django.utils import formats, timezone
 
 from controlplane.paging import numbered_page
+from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact_text
 
 from .choices import SnapshotStatus, Verdict
 from .models import Host, HostHealth, StateSnapshot
-from .state import GpuState, HostState
+from .state import DeploymentState, GpuState, HostState, Problem
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
 USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
@@ -280,10 +282,58 @@ def snapshot_as_dict(snapshot: StateSnapshot) -> dict[str, Any]:
         "trigger": snapshot.trigger,
         "duration_ms": snapshot.duration_ms,
         "digest": snapshot.digest,
-        "error": snapshot.error,
+        "error": redact_text(snapshot.error),
         "material_fingerprint": snapshot.material_fingerprint(),
-        "parsed": snapshot.parsed,
+        # Stored redacted; shown through today's redaction too (older snapshots hid less).
+        "parsed": redact_data(snapshot.parsed),
     }
+
+
+def snapshot_raw(snapshot: StateSnapshot) -> dict[str, Any]:
+    """Each probe section's output and exit status as pages and the API show them: through
+    controlplane.redaction, whatever the probe that stored it redacted."""
+    return {
+        name: {**section, "output": redact_text(str(section.get("output", "")))}
+        for name, section in snapshot.raw.items()
+    }
+
+
+def snapshot_shown(snapshot: StateSnapshot) -> dict[str, Any]:
+    """A snapshot's host text for its page: the error, the parsed state and the raw sections,
+    each through controlplane.redaction."""
+    return {
+        "error": redact_text(snapshot.error),
+        "parsed": redact_data(snapshot.parsed),
+        "sections": sorted(snapshot_raw(snapshot).items()),
+    }
+
+
+def snapshot_shown_error(snapshot: StateSnapshot | None) -> str:
+    """What the probe could not read, as the host page shows it (through redaction)."""
+    return redact_text(snapshot.error) if snapshot is not None else ""
+
+
+def _shown_deployment(dep: DeploymentState) -> DeploymentState:
+    """A deployment's host text (unit files, environment values, journal) through
+    controlplane.redaction, for a page; the snapshot's own state is left as it is."""
+    journal = dep.journal
+    if journal:
+        journal = redact_text("\n".join(journal)).split("\n")
+    return dataclasses.replace(
+        dep,
+        unit_files=[dataclasses.replace(f, text=redact_text(f.text)) for f in dep.unit_files],
+        environment_files=[
+            dataclasses.replace(
+                e,
+                variables={
+                    k: REDACTED if is_secret_name(k) else redact_text(v)
+                    for k, v in e.variables.items()
+                },
+            )
+            for e in dep.environment_files
+        ],
+        journal=journal,
+    )
 
 
 def host_parity(snapshot: StateSnapshot | None) -> dict[str, Any]:
@@ -297,7 +347,7 @@ def host_parity(snapshot: StateSnapshot | None) -> dict[str, Any]:
     by_uuid = state.gpu_index_by_uuid()
     return {
         "units": [
-            {"name": unit, "dep": dep, "status": dep.unit}
+            {"name": unit, "dep": _shown_deployment(dep), "status": dep.unit}
             for unit, dep in state.deployments.items()
         ],
         "gpus": [(gpu, details.get(gpu.index)) for gpu in state.gpus],
@@ -306,7 +356,7 @@ def host_parity(snapshot: StateSnapshot | None) -> dict[str, Any]:
         "driver_version": state.driver_version
         or next((d.driver_version for d in state.gpu_details if d.driver_version), None),
         "cuda_version": state.cuda_version,
-        "problems": state.problems,
+        "problems": [Problem(p.section, redact_text(p.message)) for p in state.problems],
         # Seconds the host's clock is ahead of the control plane's (negative: behind), as seen
         # by this probe: systemd's timestamps are on the host's clock.
         "clock_skew": (

@@ -194,8 +194,9 @@ class Problem:
 class UnitFile:
     """One file of a unit as `systemctl cat` printed it: the fragment, or a drop-in.
 
-    `text` has the values of secret-looking Environment= keys (and --api-key) replaced by
-    `<redacted>`; `sha256` is of the file as it is on the host, so a change still shows.
+    `text` has its secrets (the values of secret-looking Environment= keys, --api-key, whatever
+    controlplane.redaction finds) replaced by `<redacted>`; `sha256` is of the file as it is on
+    the host, so a change still shows.
     """
 
     path: str
@@ -208,7 +209,7 @@ class EnvironmentFile:
     """A file named by EnvironmentFile=, read as systemd reads it when the unit starts.
 
     `sha256` is of the real bytes (from sha256sum on the host); `variables` has the value of
-    every secret-looking key (TOKEN, KEY, SECRET, PASS..., CREDENTIAL, AUTH) as `<redacted>`.
+    every secret-looking key (controlplane.redaction.is_secret_name) as `<redacted>`.
     A missing file has `missing` set; for an optional one (`-` in the unit) that is harmless,
     for a mandatory one the unit's next start fails.
     """

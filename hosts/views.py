@@ -29,6 +29,7 @@ def _row_context(
         "host": host,
         "snapshot": snapshot,
         "summary": selectors.snapshot_summary(snapshot),
+        "snapshot_error": selectors.snapshot_shown_error(snapshot),
         "probing": probing,
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
     }
@@ -195,7 +196,7 @@ def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "snapshot": snapshot,
             "summary": selectors.snapshot_summary(snapshot),
             "fingerprint": snapshot.material_fingerprint(),
-            "sections": sorted(snapshot.raw.items()),
+            "shown": selectors.snapshot_shown(snapshot),
             "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
             "host_key_changed": snapshot.host.host_key_status == HostKeyStatus.CHANGED,
         },

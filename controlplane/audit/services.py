@@ -13,6 +13,8 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
+from controlplane.redaction import redact_text
+
 from . import checkpoints, context, signals
 from .chain import GENESIS_HASH, event_hash, normalize_ip
 from .models import AuditChainHead, AuditEvent, AuditVerification
@@ -31,7 +33,9 @@ _SECRET_KEY_PATTERN = re.compile(
 
 
 def redact(value: Any) -> Any:
-    """Replace the value of every secret-looking key, at any depth."""
+    """Replace the value of every secret-looking key, at any depth, and whatever looks secret
+    inside every string (a journal line, a unit file, an error quoting host output) as
+    controlplane.redaction does for all host text."""
     if isinstance(value, dict):
         return {
             str(k): (REDACTED if _SECRET_KEY_PATTERN.search(str(k)) else redact(v))
@@ -39,6 +43,8 @@ def redact(value: Any) -> Any:
         }
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
     return value
 
 

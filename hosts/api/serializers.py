@@ -118,7 +118,7 @@ class SnapshotDetailSerializer(SnapshotSerializer):
     )
 
     def to_representation(self, instance: StateSnapshot) -> dict[str, Any]:
-        return {**super().to_representation(instance), "raw": instance.raw}
+        return {**super().to_representation(instance), "raw": host_selectors.snapshot_raw(instance)}
 
 
 class ProbeQuerySerializer(serializers.Serializer):

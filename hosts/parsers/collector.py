@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controlplane.redaction import redact_text
+
 from ..state import Problem
 from .common import NO_OUTPUT, ParseError, Section, excerpt, first_line
 
@@ -17,7 +19,10 @@ class Collector:
         self.problems: list[Problem] = []
 
     def add(self, section: str, message: str) -> None:
-        self.problems.append(Problem(section, excerpt(message) or "unreadable output"))
+        # A message may quote the host's output: redacted before it is cut, so a cut cannot
+        # leave a token too short to be recognised.
+        shown = excerpt(redact_text(message))
+        self.problems.append(Problem(section, shown or "unreadable output"))
 
     def take(self, name: str) -> Section | None:
         """The section if it ran to its end marker; otherwise a Problem and None."""

@@ -7,10 +7,12 @@ backslash-newline outside quotes continues the line. There is no `${VAR}` expans
 `export`. The scanner below follows that machine, so a value systemd would read over several
 lines is redacted over all of them.
 
-A value is secret when its key contains TOKEN, KEY, SECRET, PASS, CREDENTIAL or AUTH (any
-case). Its value never leaves this module: parsed variables and the redacted text (what the
+A value is secret when its key is secret-looking (controlplane.redaction.is_secret_name:
+HF_TOKEN, VLLM_API_KEY, DB_PASSWORD, ..., as whole name parts, so TOKENIZERS_PARALLELISM is
+not). Its value never leaves this module: parsed variables and the redacted text (what the
 snapshot keeps as raw output) both say `<redacted>`, and problems name keys and line numbers,
-never values.
+never values. Any other value still goes through controlplane.redaction.redact_text, which
+hides what looks like a secret whatever its key (`EXTRA_ARGS="--api-key sk-..."`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-REDACTED = "<redacted>"
-_SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
+from controlplane.redaction import REDACTED, is_secret_name, redact_text
+
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # cat's own complaint (`cat: /etc/x.env: Permission denied`) is kept: it is not file content.
 _CAT_ERROR_RE = re.compile(r"cat: /\S*: [A-Z][a-z]+(?: [a-z]+)*")
@@ -28,8 +30,19 @@ _NEWLINE = "\n\r"
 _ESCAPABLE = '"\\`$'
 
 
+_NAME_RE = re.compile(r"[A-Za-z_][\w.-]*")
+
+
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_RE.search(key))
+    """Whether an environment variable's value is secret, by its name."""
+    return is_secret_name(key)
+
+
+def _comment_is_secret(comment: str) -> bool:
+    """A comment that names a secret-looking key (`# HF_TOKEN=...`) or holds a secret."""
+    return any(is_secret_name(name) for name in _NAME_RE.findall(comment)) or (
+        redact_text(comment) != comment
+    )
 
 
 @dataclass
@@ -181,7 +194,7 @@ def parse_environment_file(text: str) -> tuple[dict[str, str], list[str]]:
             continue
         if not entry.closed:
             problems.append(f"line {entry.line}: the quote of {key} is never closed")
-        variables[key] = REDACTED if is_secret_key(key) else entry.value
+        variables[key] = REDACTED if is_secret_key(key) else redact_text(entry.value)
     return variables, problems
 
 
@@ -190,7 +203,7 @@ def redact_environment_text(text: str) -> str:
 
     What remains is what a person may see: the assignments of keys that are not secret-looking,
     comments that name nothing secret-looking (a commented-out token goes with its line), and
-    cat's own error line.
+    cat's own error line; then controlplane.redaction hides whatever else looks secret.
     """
     text = text.replace("\r\n", "\n")
     pieces: list[str] = []
@@ -201,11 +214,11 @@ def redact_environment_text(text: str) -> str:
             replacement = REDACTED
         elif entry.kind == "assignment" and is_secret_key(entry.key):
             replacement = f"{entry.key}={REDACTED}"
-        elif entry.kind == "comment" and is_secret_key(text[entry.start : entry.end]):
+        elif entry.kind == "comment" and _comment_is_secret(text[entry.start : entry.end]):
             # A commented-out token is still a token; the whole comment goes.
             replacement = f"{text[entry.start]} {REDACTED}"
         if replacement is not None:
             pieces += [text[done : entry.start], replacement]
             done = entry.end
     pieces.append(text[done:])
-    return "".join(pieces)
+    return redact_text("".join(pieces))

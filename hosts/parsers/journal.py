@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from controlplane.redaction import redact_text
+
 from .common import ParseError, excerpt, first_line
-from .unit_files import redact_log_line
 
 NO_ENTRIES = "-- No entries --"
 # short-iso stamps: `+0000` before systemd 255, `+00:00` since (ISO 8601 with the colon).
@@ -39,9 +40,12 @@ def parse_journal(text: str, *, lines: int, max_bytes: int) -> list[str]:
     if body == [NO_ENTRIES] or not body:
         return []
     if not (_ENTRY_RE.match(body[0]) or _MARKER_RE.fullmatch(body[0])):
-        raise ParseError(f"not journalctl short-iso output: {excerpt(first_line(text), 120)!r}")
-    # Logs can print secrets (a token in an error, the engine's args): none is kept.
-    return bounded([redact_log_line(line) for line in body], lines=lines, max_bytes=max_bytes)
+        shown = excerpt(first_line(redact_text(text)), 120)
+        raise ParseError(f"not journalctl short-iso output: {shown!r}")
+    # Logs can print secrets (a token in an error, the engine's args): none is kept. The lines
+    # are redacted together (a private key spans lines), before the budget cuts any of them.
+    kept = redact_text("\n".join(body)).split("\n")
+    return bounded(kept, lines=lines, max_bytes=max_bytes)
 
 
 def bounded(entries: list[str], *, lines: int, max_bytes: int) -> list[str]:

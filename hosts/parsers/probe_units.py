@@ -7,6 +7,8 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 
+from controlplane.redaction import redact_text
+
 from ..commands import JOURNAL_MAX_BYTES, UnsafeCommand, check_path
 from ..state import EnvironmentFile, UnitFile, UnitState
 from .collector import Collector
@@ -14,12 +16,7 @@ from .common import Section
 from .envfiles import parse_environment_file, redact_environment_text
 from .journal import parse_journal
 from .systemd import parse_sha256sum
-from .unit_files import (
-    environment_file_names,
-    parse_systemctl_cat,
-    redact_log_line,
-    redact_unit_text,
-)
+from .unit_files import environment_file_names, parse_systemctl_cat, redact_unit_text
 
 _MISSING = "No such file or directory"
 _NO_FILES = "No files found for "
@@ -29,20 +26,31 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# Sections whose output is a tool's fixed format of numbers, names, paths and hashes, with no
+# free text a secret could travel in, and which every probe reads (/metrics is large): not
+# scanned here. Pages and the API still pass them through controlplane.redaction.
+_MACHINE_SECTIONS = ("gpus", "compute_apps", "processes", "gpu_details", "nvidia_smi_version")
+_MACHINE_PREFIXES = ("gpu_topology", "clock", "unit:", "unitfile:", "envhash:", "metrics:")
+
+
 def redact_sections(sections: dict[str, Section]) -> dict[str, Section]:
-    """Every section as it may be stored: environment files and unit files with the values of
-    secret-looking keys replaced, whether or not they parsed (a cut-short one too)."""
+    """Every section as it may be stored: environment files and unit files read as systemd
+    reads them, with the values of secret-looking keys replaced, whether or not they parsed (a
+    cut-short one too); every other section that may carry free text (the journal, the
+    server's answers, the integrity check, anything added later) through
+    controlplane.redaction."""
     redacted = {}
     for name, section in sections.items():
         if name.startswith("envfile:"):
-            section = dataclasses.replace(section, output=redact_environment_text(section.output))
+            output = redact_environment_text(section.output)
         elif name.startswith("unitcat:"):
-            section = dataclasses.replace(section, output=redact_unit_text(section.output))
-        elif name.startswith("journal:"):
-            lines = section.output.split("\n")
-            section = dataclasses.replace(
-                section, output="\n".join(redact_log_line(line) for line in lines)
-            )
+            output = redact_unit_text(section.output)
+        elif name in _MACHINE_SECTIONS or name.startswith(_MACHINE_PREFIXES):
+            output = section.output
+        else:
+            output = redact_text(section.output)
+        if output != section.output:
+            section = dataclasses.replace(section, output=output)
         redacted[name] = section
     return redacted
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from controlplane.redaction import REDACTED, is_secret_name, redact_text
+
 from .common import ParseError, first_line
-from .envfiles import REDACTED, is_secret_key
 
 _NO_FILES_RE = re.compile(r"No files found for \S+\.")
 _HEADER_RE = re.compile(r"# (/\S*)")
@@ -33,7 +34,7 @@ def parse_systemctl_cat(text: str, expected: Sequence[str] | None = None) -> lis
     if expected is None:
         expected = _headers(text)
     if not expected:  # quoted redacted: it may be a unit file's line after all
-        shown = redact_unit_text(first_line(text))
+        shown = first_line(redact_unit_text(text))
         raise ParseError(f"no `# /path` line in systemctl cat output: {shown!r}")
     start = _find_header(text, expected[0], 0, first=True)
     preamble = text[:start]
@@ -124,47 +125,36 @@ def _logical_lines(text: str) -> list[str]:
 # --- secrets in unit files -----------------------------------------------------------------
 
 _ENVIRONMENT_RE = re.compile(r"(\s*Environment\s*=)(.*)", re.DOTALL)
-# The engine flags that carry a secret (vLLM's --api-key, --hf-token); `=value` or ` value`.
-_SECRET_FLAG_RE = re.compile(r"(--(?:api[-_]key|hf[-_]token))(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 
 
 def redact_unit_text(text: str) -> str:
-    """The unit file with the values of secret-looking Environment= keys, and of the engine's
-    secret flags, replaced by `<redacted>`. Other lines are left byte for byte."""
+    """The unit file with its secrets replaced by `<redacted>`: the values of secret-looking
+    Environment= keys, read word by word as systemd reads them (`"KEY=a b"` is one value),
+    then whatever controlplane.redaction finds on any line (`--api-key x`, `db_password=x`
+    in ExecStart=, a token in a URL). Other lines are left byte for byte."""
     out: list[str] = []
     pending: list[str] = []
     for raw in text.split("\n"):
         pending.append(raw)
         if raw.rstrip().endswith("\\"):
             continue  # a logical line continues; redact it whole
-        out.append(_redact_logical("\n".join(pending)))
+        out.append(_redact_environment("\n".join(pending)))
         pending = []
     if pending:
-        out.append(_redact_logical("\n".join(pending)))
-    return "\n".join(out)
+        out.append(_redact_environment("\n".join(pending)))
+    return redact_text("\n".join(out))
 
 
-# In logs: NAME=value for a secret-looking name, and vLLM's "non-default args" dict repr.
-_LOG_ASSIGNMENT_RE = re.compile(
-    r"\b([A-Za-z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASS|CREDENTIAL|AUTH)[A-Za-z0-9_]*)=(\S+)",
-    re.IGNORECASE,
-)
-_LOG_REPR_RE = re.compile(r"('(?:api_key|hf_token)':\s*)(\[[^\]]*\]|'[^']*'|\"[^\"]*\")")
-
-
-def redact_log_line(line: str) -> str:
-    """A journal line with secret values replaced by `<redacted>`: the engine's secret flags,
-    NAME=value assignments of secret-looking names, and vLLM's own args dict."""
-    line = _SECRET_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", line)
-    line = _LOG_ASSIGNMENT_RE.sub(lambda m: f"{m.group(1)}={REDACTED}", line)
-    return _LOG_REPR_RE.sub(lambda m: f"{m.group(1)}'{REDACTED}'", line)
-
-
-def _redact_logical(line: str) -> str:
+def _redact_environment(line: str) -> str:
     match = _ENVIRONMENT_RE.fullmatch(line)
-    if match and is_secret_key(match.group(2)):
+    if match and _names_secret(match.group(2)):
         line = match.group(1) + _redact_assignments(match.group(2))
-    return _SECRET_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", line)
+    return line
+
+
+def _names_secret(value: str) -> bool:
+    """Whether any KEY= in an Environment= value is secret-looking."""
+    return any(is_secret_name(key) for key in re.findall(r"([A-Za-z_][\w.-]*)=", value))
 
 
 def _word_spans(value: str) -> list[tuple[int, int]] | None:
@@ -199,7 +189,7 @@ def _redact_assignments(value: str) -> str:
     done = 0
     for start, end in spans:
         key = re.sub("[\"']", "", value[start:end]).split("=", 1)[0]
-        if is_secret_key(key):
+        if is_secret_name(key):
             pieces += [value[done:start], f"{key}={REDACTED}"]
             done = end
     pieces.append(value[done:])
