@@ -69,7 +69,7 @@ def revision_render(
         model_path=model.path, served_name=model.served_name,
         tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
         port=deployment.port, bind_address=bind_address, extra_args=args,
-        revision=number, environment=tuple(sorted(env.items())),
+        environment=tuple(sorted(env.items())),
     )  # fmt: skip
     if base is None:
         text = units.render_unit(spec)
@@ -146,9 +146,7 @@ def revision_number_assign(revision: DeploymentRevision) -> int:
     with transaction.atomic():
         deployment = Deployment.objects.select_for_update().get(pk=revision.deployment_id)
         number = next_revision_number(deployment)
-        DeploymentRevision.objects.filter(pk=revision.pk, number__isnull=True).update(
-            number=number
-        )
+        DeploymentRevision.objects.filter(pk=revision.pk, number__isnull=True).update(number=number)
     revision.refresh_from_db(fields=["number"])
     assert revision.number is not None
     return revision.number

@@ -39,7 +39,6 @@ class UnitSpec:
     port: int
     bind_address: str
     extra_args: tuple[str, ...]
-    revision: int
     environment: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 

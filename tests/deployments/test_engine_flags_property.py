@@ -85,7 +85,7 @@ def rendered_argv(extra: list[str]) -> list[str]:
     spec = units.UnitSpec(
         unit="vllm-kimi-k25.service", engine="vllm", engine_binary="/opt/vllm/.venv/bin/vllm",
         model_path=MODEL, served_name=SERVED, tensor_parallel_size=TP, max_model_len=MAX_LEN,
-        port=PORT, bind_address=BIND, extra_args=tuple(extra), revision=2,
+        port=PORT, bind_address=BIND, extra_args=tuple(extra),
     )  # fmt: skip
     return shlex.split(units.exec_start(spec))
 

@@ -86,7 +86,7 @@ def test_the_unit_passes_it_as_one_word_and_reads_it_back(served):
         unit=f.UNIT, engine="vllm", engine_binary="/opt/vllm/.venv/bin/vllm",
         model_path="/models/meta-llama/Llama-3.1-8B-Instruct", served_name=served,
         tensor_parallel_size=1, max_model_len=8192, port=8000, bind_address="127.0.0.1",
-        extra_args=(), revision=2,
+        extra_args=(),
     )  # fmt: skip
     text = units.render_unit(spec)
     argv = shlex.split(units.exec_start(spec))

@@ -172,9 +172,7 @@ def test_a_rollback_to_content_no_one_approved_needs_a_second_person(operator, h
     second = request(operator, deployment, "restart", f.make_snapshot(host))
     rev1 = second.from_revision
     ChangeRequest.objects.filter(pk=second.pk).update(status="succeeded")
-    content = revisions.RevisionContent(
-        rev1.model, 8, 262144, (), first.replace(hidden, "")
-    )
+    content = revisions.RevisionContent(rev1.model, 8, 262144, (), first.replace(hidden, ""))
     change = ChangeRequest.objects.get(pk=second.pk)
     change.from_revision = rev1
     rev2 = revisions.revision_create(

@@ -707,7 +707,6 @@ unit_specs = st.builds(
     port=st.integers(1024, 65535),
     bind_address=st.ip_addresses().map(str),
     extra_args=engine_args(),
-    revision=st.integers(1, 10_000),
     environment=accepted(
         Deployment,
         "environment",
@@ -810,7 +809,6 @@ def test_a_bind_address_with_a_scope_id_stays_out_of_the_unit(address: str) -> N
         port=8000,
         bind_address=address,
         extra_args=(),
-        revision=1,
     )
     with pytest.raises(commands.UnsafeCommand):  # a row written by hand reaches no unit
         units.exec_start(spec)
