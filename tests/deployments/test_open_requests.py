@@ -61,4 +61,3 @@ def test_a_requested_revision_has_no_number_until_it_is_written(
     assert revisions.revision_number_assign(change.target_revision) == 2
     assert revisions.revision_number_assign(change.target_revision) == 2  # given once
     assert [e.revision.number for e in revision_comparison(deployment).entries] == [1, 2]
-
