@@ -194,14 +194,16 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     )
 
 
-@require_safe
+@require_POST
 @role_required(OPERATOR)
 def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     """Re-run the pre-flight checks on what the form says now (htmx, on every change to it), on
-    the snapshot the form decides on (the host's latest if it names none of this host's)."""
+    the snapshot the form decides on (the host's latest if it names none of this host's).
+    A POST, though it changes nothing: what is typed (engine arguments, environment) stays out
+    of URLs, and so out of access logs and browser history."""
     deployment = _deployment(pk, kind)
-    form = ChangeRequestForm(request.GET, kind=kind)
-    named = request.GET.get("snapshot_id", "")
+    form = ChangeRequestForm(request.POST, kind=kind)
+    named = request.POST.get("snapshot_id", "")
     snapshot = (
         StateSnapshot.objects.filter(pk=int(named), host=deployment.host).first()
         if named.isdigit() and len(named) < 19

@@ -55,10 +55,11 @@ def test_a_swap_shows_its_pre_flight_once_a_model_is_picked(client, operator, de
     body = get(client, operator, form_url(deployment, "model_swap"))
     preflight = body[body.index('id="preflight"') :]
     assert "Pick a model" in preflight and "Memory:" not in preflight
-    picked = get(
-        client, operator,
-        form_url(deployment, "model_swap", f"preflight/?model={catalog['INT4'].pk}"),
-    )  # fmt: skip
+    response = client.post(
+        form_url(deployment, "model_swap", "preflight/"), {"model": catalog["INT4"].pk}
+    )
+    assert response.status_code == 200
+    picked = response.content.decode()
     assert "Memory: fits (tensor-parallel 8)" in picked
     assert len(re.findall(r"<td>\d</td><td>95\.6 GiB</td>", picked)) == 8  # the fit per GPU
 

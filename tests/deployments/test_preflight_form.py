@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def preflight(client, user, deployment, kind, **fields):
     client.force_login(user)
     url = reverse("deployments:change_preflight", args=[deployment.pk, kind])
-    response = client.get(url, fields, headers={"HX-Request": "true"})
+    response = client.post(url, fields, headers={"HX-Request": "true"})
     assert response.status_code == 200
     body = response.content.decode()
     assert body.lstrip().startswith('<div id="preflight"')  # the fragment only
@@ -97,3 +97,11 @@ def test_the_form_asks_for_the_pre_flight_on_every_field(client, operator, deplo
         panel
     )
     assert 'hx-include="#change-form' in panel
+
+
+def test_what_is_typed_never_reaches_a_url(client, operator, deployment):
+    """Engine arguments and environment values are typed here: a GET would put them in access
+    logs and browser history."""
+    client.force_login(operator)
+    url = reverse("deployments:change_preflight", args=[deployment.pk, "redeploy"])
+    assert client.get(url, {"extra_args": "--max-num-seqs=8"}).status_code == 405

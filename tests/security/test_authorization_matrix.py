@@ -112,7 +112,7 @@ RULES: dict[str, Rule] = {
     "hosts:snapshot": page(GET=VIEWER),
     # changes
     "deployments:change_form": page(GET=OPERATOR, POST=OPERATOR),
-    "deployments:change_preflight": htmx(GET=OPERATOR),
+    "deployments:change_preflight": htmx(POST=OPERATOR),
     "deployments:revisions": page(GET=VIEWER),
     "deployments:changes": page(GET=VIEWER),
     "deployments:change": page(GET=VIEWER),
