@@ -13,6 +13,7 @@ from django.db import transaction
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from controlplane.clock import Clock
+from controlplane.redaction import redact_text
 from hosts.models import StateSnapshot
 
 from .choices import ChangeStatus, StepStatus
@@ -75,6 +76,8 @@ class StepJournal:
 
     def _close(self, step: JobStep) -> None:
         step.finished_at = self.clock.now()
+        # What the host printed (a failed start's journal, a command's stderr) is host text.
+        step.output = redact_text(step.output)
         with transaction.atomic():
             step.save(update_fields=["status", "output", "command", "exit_status", "finished_at"])
             audit.record(
@@ -109,7 +112,7 @@ def steps_close_unfinished(
     )
     for step in unfinished:
         step.status = StepStatus.FAILED
-        step.output = f"{step.output}\n{why}".strip()[-MAX_OUTPUT_CHARS:]
+        step.output = redact_text(f"{step.output}\n{why}".strip()[-MAX_OUTPUT_CHARS:])
         step.finished_at = now
         step.save(update_fields=["status", "output", "finished_at"])
     return [{"step": s.seq, "name": s.name, "command": s.command} for s in unfinished]

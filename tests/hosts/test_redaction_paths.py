@@ -159,3 +159,27 @@ def test_a_snapshot_stored_before_this_redaction_is_shown_redacted(db, client, v
     for body in bodies:
         assert "--max-num-seqs 64" in body
         _assert_hidden(body)
+
+
+def test_a_change_steps_host_output_is_kept_redacted(db) -> None:
+    """A job step keeps what the host printed (a failed start's journal): redacted, in its row
+    and so on the change page and in the API."""
+    from controlplane.clock import Clock
+    from deployments.models import ChangeRequest, JobStep
+    from deployments.steps import StepJournal
+    from tests import factories as f
+
+    deployment = f.make_deployment(f.make_host("gpu-01"), f.make_catalog()["NVFP4"])
+    change = ChangeRequest.objects.create(
+        host=deployment.host, deployment=deployment, kind="restart",
+        snapshot=f.make_snapshot(deployment.host), reason="r", requested_by_name="otto",
+        needs_approval=False, params_digest="-", correlation_id="c-1", status="running",
+    )  # fmt: skip
+    journal = StepJournal(change, Clock())
+
+    with journal.step("start") as step:
+        step.output = f"vllm: error: unrecognized arguments: --foo db_password={DB_PASSWORD}"
+
+    assert JobStep.objects.get(pk=step.pk).output == (
+        "vllm: error: unrecognized arguments: --foo db_password=<redacted>"
+    )
