@@ -96,6 +96,27 @@ def revision_render(
     )  # fmt: skip
 
 
+def adopted_extra_args(plan: serving_plan.ServingPlan) -> tuple[str, ...]:
+    """What an adopted command line sets beyond the deployment's own fields, as extra
+    arguments, so that a later rewrite keeps it: every other flag, and the pipeline and data
+    parallelism and GPU memory share the plan reads apart (they have no field of their own)."""
+    sglang = plan.engine == "sglang"
+    kept: list[str] = []
+    if plan.pipeline_parallel_size != 1:
+        kept.append(
+            f"{'--pp-size' if sglang else '--pipeline-parallel-size'}={plan.pipeline_parallel_size}"
+        )
+    if plan.data_parallel_size != 1:
+        kept.append(
+            f"{'--dp-size' if sglang else '--data-parallel-size'}={plan.data_parallel_size}"
+        )
+    if plan.memory_fraction is not None:
+        flag = "--mem-fraction-static" if sglang else "--gpu-memory-utilization"
+        kept.append(f"{flag}={plan.memory_fraction:g}")
+    kept += [f"{k}={v}" if v is not None else k for k, v in plan.flags.items()]
+    return tuple(kept)
+
+
 def _require_engine_command_line(base: DeploymentRevision) -> None:
     """Raises UnitNotWritable when `base`'s command line does not start an engine the control
     plane can read: rewriting it would drop what it does (a wrapper script, `bash -c`)."""
@@ -124,7 +145,7 @@ def adopted_content(deployment: Deployment, snapshot: StateSnapshot) -> Revision
         model=model or deployment.model,
         tensor_parallel_size=plan.tensor_parallel_size,
         max_model_len=plan.max_model_len or deployment.max_model_len,
-        extra_args=tuple(f"{k}={v}" if v is not None else k for k, v in plan.flags.items()),
+        extra_args=adopted_extra_args(plan),
         unit_text=fragment.text,
         environment=units.environment_of(fragment.text),
         file_variables=variables,

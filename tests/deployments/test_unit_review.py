@@ -245,3 +245,39 @@ def test_a_swap_keeps_an_adopted_bind_address(operator, hand_written, catalog):
     )
     assert change.target_revision.plan.host == "0.0.0.0"
     assert not any("bind address" in why for why in change.params["approval_because"])
+
+
+def test_a_redeploy_keeps_the_parallelism_and_memory_share_an_adopted_unit_set(
+    operator, hand_written
+):
+    host, deployment = hand_written
+    text = HAND_WRITTEN.replace(
+        "--tensor-parallel-size 8",
+        "--tensor-parallel-size 4 --pipeline-parallel-size 2 --gpu-memory-utilization 0.95",
+    )
+    change = request(operator, deployment, "redeploy", snapshot_with_unit(host, text))
+    plan = change.target_revision.plan
+    assert (plan.tensor_parallel_size, plan.pipeline_parallel_size) == (4, 2)
+    assert plan.memory_fraction == 0.95
+    assert change.params["approval_because"] == []
+
+
+def test_a_unit_the_control_plane_wrote_from_an_adopted_json_flag_can_be_changed_again(
+    operator, hand_written
+):
+    """The adopted flags become the deployment's once a change succeeds; a JSON value there is
+    what the host ran, not something typed, and must not refuse every later change."""
+    from deployments import runner
+
+    host, deployment = hand_written
+    text = HAND_WRITTEN.replace(
+        "--port 8000", """--port 8000 --speculative-config '{"method": "ngram"}'"""
+    )
+    redeploy = request(operator, deployment, "redeploy", snapshot_with_unit(host, text))
+    assert redeploy.target_revision.plan.flags["--speculative-config"] == '{"method": "ngram"}'
+    ChangeRequest.objects.filter(pk=redeploy.pk).update(status="succeeded")
+    redeploy.refresh_from_db()
+    runner._apply_revision_to_deployment(redeploy)
+    deployment.refresh_from_db()
+    restart = request(operator, deployment, "restart", f.make_snapshot(host))
+    assert restart.status == ChangeStatus.QUEUED
