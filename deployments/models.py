@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from controlplane.redaction import redact_text
 from hosts import validators
 from hosts.models import Host, StateSnapshot
 
@@ -306,6 +307,12 @@ class JobStep(models.Model):
         if self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+    @property
+    def output_shown(self) -> str:
+        """The output as pages and the API show it: redacted again, since steps stored before
+        their output was redacted on the way in are immutable history."""
+        return redact_text(self.output)
 
 
 class HostLease(models.Model):

@@ -274,6 +274,7 @@ class ChangeFilterSerializer(serializers.Serializer):
 
 class JobStepSerializer(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=StepStatus.choices, read_only=True)
+    output = serializers.CharField(source="output_shown", read_only=True)
 
     class Meta:
         model = JobStep

@@ -183,3 +183,32 @@ def test_a_change_steps_host_output_is_kept_redacted(db) -> None:
     assert JobStep.objects.get(pk=step.pk).output == (
         "vllm: error: unrecognized arguments: --foo db_password=<redacted>"
     )
+
+
+def test_a_step_stored_before_redaction_is_shown_redacted(db, viewer, client) -> None:
+    """Steps are history and are never rewritten: one stored with a secret in the clear (before
+    output was redacted on the way in) is redacted where it is shown."""
+    from deployments.models import ChangeRequest, JobStep
+    from tests import factories as f
+
+    deployment = f.make_deployment(f.make_host("gpu-01"), f.make_catalog()["NVFP4"])
+    change = ChangeRequest.objects.create(
+        host=deployment.host, deployment=deployment, kind="restart",
+        snapshot=f.make_snapshot(deployment.host), reason="r", requested_by_name="otto",
+        needs_approval=False, params_digest="-", correlation_id="c-1", status="failed",
+    )  # fmt: skip
+    JobStep.objects.create(
+        change=change, seq=1, name="systemctl restart", status="failed",
+        started_at=change.created_at,
+        output=f"vllm: error: unrecognized arguments: --foo db_password={DB_PASSWORD}",
+    )  # fmt: skip
+    client.force_login(viewer)
+    api = APIClient()
+    api.credentials(
+        HTTP_AUTHORIZATION=f"Bearer {token_services.token_create(user=viewer, name='t').secret}"
+    )
+    page = client.get(reverse("deployments:change", args=[change.pk])).content.decode()
+    body = json.dumps(api.get(f"/api/v1/changes/{change.pk}/").json())
+    for shown in (page, body):
+        assert "unrecognized arguments: --foo" in shown
+        assert DB_PASSWORD not in shown
