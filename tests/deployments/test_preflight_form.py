@@ -92,7 +92,7 @@ def test_the_form_asks_for_the_pre_flight_on_every_field(client, operator, deplo
     client.force_login(operator)
     url = reverse("deployments:change_form", args=[deployment.pk, "redeploy"])
     body = client.get(url).content.decode()
-    panel = body[body.index('<div id="preflight"') :].split(">", 1)[0]
+    panel = body[body.index('<div id="preflight-updates"') :].split(">", 1)[0]
     assert 'hx-trigger="change from:#change-form, keyup changed delay:400ms from:#change-form"' in (
         panel
     )
