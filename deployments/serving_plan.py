@@ -7,10 +7,11 @@ Approvals compare these plans (deployments.policy), the fit check sizes them
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from hosts.parsers.unit_files import expand_variables
 
 from . import units
 from .engine_flags import (
@@ -186,24 +187,6 @@ def plan_from_unit_text(text: str, file_variables: dict[str, str] | None = None)
         return plan_from_argv(expand_variables(shlex.split(command), variables))
     except ValueError:
         return ServingPlan(engine="unknown", flags={"argv": command})
-
-
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_BARE_VAR_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def expand_variables(words: list[str], variables: dict[str, str]) -> list[str]:
-    """systemd's ExecStart= expansion: `${VAR}` becomes the value as part of its word; a word
-    that is just `$VAR` becomes the value split at whitespace. Unknown variables expand to
-    nothing, as systemd does."""
-    out: list[str] = []
-    for word in words:
-        bare = _BARE_VAR_RE.fullmatch(word)
-        if bare:
-            out += variables.get(bare.group(1), "").split()
-            continue
-        out.append(_VAR_RE.sub(lambda m: variables.get(m.group(1), ""), word))
-    return out
 
 
 @dataclass(frozen=True)

@@ -248,7 +248,10 @@ def process_units() -> list[str]:
     return ["ps", "-e", "-o", "pid=,unit="]
 
 
-def http_get(port: int, path: str) -> list[str]:
+def http_get(port: int, path: str, *, config_on_stdin: bool = False) -> list[str]:
+    """GET one of the server's read-only endpoints on the host's loopback. With
+    `config_on_stdin`, curl also reads options from stdin (`curl_auth_config`): how the API
+    key reaches it without appearing on a command line."""
     if path not in {"/health", "/v1/models", "/metrics"}:
         raise UnsafeCommand(f"refusing to fetch {path!r}")
     return [
@@ -258,8 +261,24 @@ def http_get(port: int, path: str) -> list[str]:
         str(CURL_TIMEOUT_SECONDS),
         "-w",
         f"\\n{HTTP_MARK}%{{http_code}}\\n",
+        *(["-K", "-"] if config_on_stdin else []),
         f"http://127.0.0.1:{check_port(port)}{path}",
     ]
+
+
+def curl_auth_config(api_key: str) -> str:
+    """A curl config (for `-K -`) that sends `api_key` as a bearer token. A key is sent on
+    stdin only, never as an argument, where `ps` and the shell's history would show it."""
+    if not api_key or any(ord(c) < 0x20 or ord(c) == 0x7F for c in api_key):
+        raise UnsafeCommand("refusing an API key that cannot be a header value")
+    escaped = api_key.replace("\\", "\\\\").replace('"', '\\"')
+    return f'header = "Authorization: Bearer {escaped}"\n'
+
+
+def frame(name: str, output: str, exit_status: int) -> str:
+    """Output framed as the probe script frames a section, for a section run on its own."""
+    body = output if output.endswith("\n") or not output else output + "\n"
+    return f"{MARK_BEGIN}{name}\n{body}{MARK_END}{name}:{exit_status}\n"
 
 
 def integrity_check(engine_python: str, dist: str) -> list[str]:

@@ -12,6 +12,9 @@ from typing import Any
 
 from . import commands
 from .parsers import ProbeParse, parse_probe
+from .parsers.api_keys import unit_api_key
+from .parsers.http import parse_http
+from .parsers.sections import split_sections
 from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
 from .state import snapshot_digest
 
@@ -77,12 +80,16 @@ async def probe(
             error=failure.message,
             presented_key=failure.presented_key,
         )
+    output = result.stdout + result.stderr
+    output += await _with_api_keys(
+        pool, target, spec, output, connect_timeout=connect_timeout, command_timeout=command_timeout
+    )
     units = [server.unit for server in spec.servers]
     checked = [s.unit for s in spec.servers if spec.integrity and s.engine_python]
     # The parse redacts secrets in the sections it returns; raw output is stored only from
     # those, never from `result` itself.
     parse = parse_probe(
-        result.stdout + result.stderr,
+        output,
         units,
         integrity=checked,
         environment_files={s.unit: s.environment_files for s in spec.servers},
@@ -98,6 +105,53 @@ async def probe(
         error="; ".join(f"{p.section}: {p.message}" for p in problems),
         reused_connection=result.reused_connection,
     )
+
+
+async def _with_api_keys(
+    pool: ConnectionPool,
+    target: SSHTarget,
+    spec: commands.ProbeSpec,
+    output: str,
+    *,
+    connect_timeout: float,
+    command_timeout: float,
+) -> str:
+    """`/v1/models` again, with the unit's own API key, for each server that answered 401:
+    framed as the script frames it, so this later section replaces the first. The key is read
+    from the unit and its environment files in `output` (api_keys.unit_api_key), sent on curl's
+    stdin, and forgotten; a server whose key is not found keeps its 401, which the parse records
+    as a problem."""
+    sections = split_sections(output)
+    again = ""
+    for server in spec.servers:
+        name = f"models:{server.unit}"
+        first = sections.get(name)
+        if first is None or parse_http(first.output).status != 401:
+            continue
+        cat = sections.get(f"unitcat:{server.unit}")
+        files = {
+            path: found.output
+            for path in server.environment_files
+            if (found := sections.get(f"envfile:{server.unit}:{path}")) is not None
+        }
+        key = unit_api_key(cat.output, files) if cat is not None else None
+        if key is None:
+            continue
+        try:
+            config = commands.curl_auth_config(key)
+            fetched = await pool.run(
+                target,
+                commands.join(commands.http_get(server.port, "/v1/models", config_on_stdin=True))
+                + " 2>&1",
+                stdin=config,
+                connect_timeout=connect_timeout,
+                command_timeout=command_timeout,
+            )
+        except (commands.UnsafeCommand, SSHFailure):
+            continue  # the first answer stands
+        status = fetched.exit_status if fetched.exit_status is not None else 255
+        again += commands.frame(name, fetched.stdout + fetched.stderr, status)
+    return again
 
 
 async def probe_many(

@@ -198,6 +198,16 @@ def parse_environment_file(text: str) -> tuple[dict[str, str], list[str]]:
     return variables, problems
 
 
+def assignments(text: str) -> dict[str, str]:
+    """Every variable the file sets as systemd reads it (the last assignment wins), secret or
+    not: the one way values leave this module, for the probe to call the server with the key
+    its unit gives it (hosts.parsers.api_keys, which expands the unit's ExecStart= with them).
+    The caller holds them in memory only."""
+    return {
+        e.key: e.value for e in _scan(text) if e.kind == "assignment" and _KEY_RE.fullmatch(e.key)
+    }
+
+
 def redact_environment_text(text: str) -> str:
     """The file with every secret value, and every line systemd would not read, replaced.
 

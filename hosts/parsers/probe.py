@@ -136,7 +136,16 @@ def _http(out: Collector, name: str) -> HttpResult | None:
 
 
 def _usable_body(out: Collector, name: str, result: HttpResult | None) -> str | None:
-    """A 200 body worth parsing. Unreachable or non-200 is normal (stopped or loading server)."""
+    """A 200 body worth parsing. Unreachable or non-200 is normal (stopped or loading server),
+    except 401 and 403: the server answers, but what it serves cannot be seen."""
+    if result is not None and result.status in (401, 403):
+        out.add(
+            name,
+            f"answered {result.status}: the server requires an API key, and the key its unit "
+            "gives (--api-key, or VLLM_API_KEY in Environment= or an EnvironmentFile=) was not "
+            "found or was refused, so what it serves is unknown",
+        )
+        return None
     if result is None or result.status != 200:
         return None
     if result.error is not None:  # a 200 whose transfer failed half-way

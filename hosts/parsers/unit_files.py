@@ -194,3 +194,23 @@ def _redact_assignments(value: str) -> str:
             done = end
     pieces.append(value[done:])
     return "".join(pieces)
+
+
+# --- ExecStart= as systemd runs it --------------------------------------------------------
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_BARE_VAR_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_variables(words: list[str], variables: dict[str, str]) -> list[str]:
+    """systemd's ExecStart= expansion: `${VAR}` becomes the value as part of its word; a word
+    that is just `$VAR` becomes the value split at whitespace. Unknown variables expand to
+    nothing, as systemd does."""
+    out: list[str] = []
+    for word in words:
+        bare = _BARE_VAR_RE.fullmatch(word)
+        if bare:
+            out += variables.get(bare.group(1), "").split()
+            continue
+        out.append(_VAR_RE.sub(lambda m: variables.get(m.group(1), ""), word))
+    return out

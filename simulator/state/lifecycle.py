@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import catalog, journal
-from ..vllm_cli import core_pid, parse_vllm_argv
+from ..vllm_cli import core_pid, parse_vllm_argv, with_environment_key
 from .engine_start import BOOT_LOAD_SECONDS, doom, plan_engine
 from .environment import MissingEnvironmentFile, expand_argv, needs_expansion, unit_environment
 from .gpus import stable_fraction
@@ -119,6 +119,8 @@ def spawn(machine: Machine, unit: Unit, at: float, *, booted: bool = False) -> N
     if needs_expansion(argv):
         argv = expand_argv(argv, environment)
         engine = parse_vllm_argv(argv)
+    if engine is not None and not engine.api_key_sha256 and environment.get("VLLM_API_KEY"):
+        engine = with_environment_key(engine, environment["VLLM_API_KEY"])
     pid = _alloc_pid(machine)
     wall = machine.wall_of(at)
     run = Run(pid, at, wall, engine, argv=argv, environment=environment)

@@ -8,13 +8,15 @@ host's time: `-m` and `%{time_total}` are host seconds, scaled like the host's c
 from __future__ import annotations
 
 import asyncio
+import itertools
+import re
 from dataclasses import dataclass, field
 
 from .. import http
 from .interface import Context, Result
 
 _USAGE_HINT = "curl: try 'curl --help' or 'curl --manual' for more information\n"
-_VALUE_SHORT = set("mwHdXoAeu")
+_VALUE_SHORT = set("mwHdXoAeuK")
 _VALUE_LONG = {
     "--max-time": "m",
     "--write-out": "w",
@@ -28,6 +30,7 @@ _VALUE_LONG = {
     "--output": "o",
     "--connect-timeout": "connect-timeout",
     "--user-agent": "A",
+    "--config": "K",
 }
 _FLAG_LONG = {
     "--silent": "s",
@@ -50,8 +53,36 @@ class _Options:
 
 
 def needs_stdin(name: str, argv: list[str]) -> bool:
-    """`--data-binary @-`: the request's body is what the client sends on stdin."""
-    return name == "curl" and any(a == "@-" or a.endswith("=@-") for a in argv[1:])
+    """`--data-binary @-`: the request's body is what the client sends on stdin; `-K -`: so
+    are curl's options (a header that must stay off the command line)."""
+    if name != "curl":
+        return False
+    args = argv[1:]
+    body = any(a == "@-" or a.endswith("=@-") for a in args)
+    config = any(a in ("-K", "--config") and b == "-" for a, b in itertools.pairwise(args))
+    return body or config or "--config=-" in args
+
+
+# One line of a curl config file: `name = "value"`, `name "value"`, `name value` or `--name
+# value`; curl's own reader (src/tool_parsecfg.c) also takes `:` for `=`.
+_CONFIG_LINE = re.compile(
+    r'\s*(?:--)?([A-Za-z][\w-]*)\s*(?:[=:]\s*|\s+)(?:"((?:[^"\\]|\\.)*)"|(\S+))'
+)
+
+
+def _config(text: str) -> list[str]:
+    """A curl config (`-K -`) as the words it stands for: `header = "X: y"` is `-H 'X: y'`."""
+    words: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _CONFIG_LINE.match(line)
+        if match is None:
+            continue
+        name, quoted, plain = match.groups()
+        value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else plain
+        words += [f"--{name}", value]
+    return words
 
 
 async def curl(ctx: Context, argv: list[str], stdin: str) -> Result:
@@ -59,6 +90,12 @@ async def curl(ctx: Context, argv: list[str], stdin: str) -> Result:
     options = _options(argv[1:])
     if isinstance(options, Result):
         return options
+    if options.values.pop("K", None) == ["-"]:
+        options = _options([*argv[1:], *_config(stdin)])
+        if isinstance(options, Result):
+            return options
+        options.values.pop("K", None)
+        stdin = ""
     result = Result()
     values = options.values
     if not options.urls:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from .engine_args import CliFailure, EngineArgs
 from .flags import LONG_FLAGS
-from .parse import parse_vllm_argv
+from .parse import parse_vllm_argv, with_environment_key
 from .process_names import core_pid, core_title, worker_pid, worker_title
 from .usage import MAIN_USAGE, SERVE_USAGE, help_lines
 
@@ -48,6 +48,7 @@ __all__ = [
     "core_title",
     "help_lines",
     "parse_vllm_argv",
+    "with_environment_key",
     "worker_pid",
     "worker_title",
 ]

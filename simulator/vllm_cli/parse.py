@@ -152,3 +152,11 @@ def parse_vllm_argv(
     if read_file is None:
         return _parse_cached(argv)
     return _parse(argv, read_file)
+
+
+def with_environment_key(engine: EngineArgs, key: str) -> EngineArgs:
+    """vLLM's `--api-key` defaults to the VLLM_API_KEY environment variable (envs.py): a server
+    started without the flag but with the variable requires that key."""
+    return dataclasses.replace(
+        engine, api_key_set=True, api_key_sha256=(hashlib.sha256(key.encode()).hexdigest(),)
+    )
