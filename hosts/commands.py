@@ -338,8 +338,22 @@ def probe_sections(spec: ProbeSpec) -> list[tuple[str, list[str]]]:
 
 
 def probe_script(spec: ProbeSpec) -> str:
+    return _framed(probe_sections(spec))
+
+
+def api_key_sources_script(server: ServerSpec, *, sudo: bool) -> str:
+    """The probe's sections that say which API key a unit's server takes (its unit files and
+    the environment files they name), alone: what a change job reads before it calls the
+    server (hosts.parsers.api_keys)."""
+    unit = server.unit
+    wanted = {f"unitcat:{unit}", *(f"envfile:{unit}:{p}" for p in server.environment_files)}
+    sections = probe_sections(ProbeSpec(servers=(server,), sudo=sudo))
+    return _framed([(name, argv) for name, argv in sections if name in wanted])
+
+
+def _framed(sections: list[tuple[str, list[str]]]) -> str:
     lines = []
-    for name, argv in probe_sections(spec):
+    for name, argv in sections:
         begin = shlex.quote(MARK_BEGIN + name)
         end = shlex.quote(f"{MARK_END}{name}:")
         lines.append(f'echo {begin}; {join(argv)} 2>&1; echo {end}"$?"')

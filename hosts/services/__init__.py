@@ -25,7 +25,7 @@ from .probing import (
     ssh_target_for,
 )
 from .registry import credential_create, host_create, host_key_accept
-from .remote import SUDO_COMMANDS, command_line_for, host_run
+from .remote import SUDO_COMMANDS, command_line_for, host_api_key, host_run
 from .samples import gpu_samples_backfill, gpu_samples_record
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "credential_create",
     "gpu_samples_backfill",
     "gpu_samples_record",
+    "host_api_key",
     "host_create",
     "host_journal",
     "host_key_accept",

@@ -9,8 +9,10 @@ from django.conf import settings
 from .. import commands, engine_commands
 from ..choices import HostKeyStatus
 from ..models import Host
+from ..parsers.api_keys import unit_api_key
+from ..parsers.sections import split_sections
 from ..ssh import CommandResult, SSHFailure, ssh_loop
-from .probing import ssh_target_for
+from .probing import probe_spec_for, ssh_target_for
 
 # --- commands for change jobs --------------------------------------------------------------------
 
@@ -64,3 +66,34 @@ def command_line_for(host: Host, argv: list[str]) -> str:
     """The exact line sent to the host for `argv` (with `sudo -n` where the host needs it)."""
     full = commands.with_sudo(argv, host.use_sudo) if needs_root(argv) else argv
     return commands.render(full)
+
+
+def host_api_key(*, host: Host, unit: str) -> str | None:
+    """The API key `unit`'s server takes, read on the host now from where its unit gets it
+    (hosts.parsers.api_keys), or None when it takes none. For the requests of one change job:
+    the caller holds it in memory only and sends it on stdin, never on a command line; it is
+    never stored, logged or audited. Raises SSHFailure like host_run."""
+    fresh = Host.objects.select_related("credential").get(pk=host.pk)
+    if fresh.host_key_status != HostKeyStatus.PINNED:
+        raise SSHFailure("host_key_mismatch", "the host key is not pinned; commands are blocked")
+    target = ssh_target_for(fresh)
+    spec = probe_spec_for(fresh, integrity=False)
+    server = next((s for s in spec.servers if s.unit == unit), None)
+    if target is None or server is None:
+        return None
+    result = ssh_loop.call(
+        ssh_loop.pool.run(
+            target,
+            commands.api_key_sources_script(server, sudo=spec.sudo),
+            connect_timeout=settings.SSH_CONNECT_TIMEOUT,
+            command_timeout=settings.SSH_COMMAND_TIMEOUT,
+        )
+    )
+    sections = split_sections(result.stdout + result.stderr)
+    cat = sections.get(f"unitcat:{unit}")
+    files = {
+        path: found.output
+        for path in server.environment_files
+        if (found := sections.get(f"envfile:{unit}:{path}")) is not None
+    }
+    return unit_api_key(cat.output, files) if cat is not None else None

@@ -127,3 +127,11 @@ def test_a_401_the_probe_cannot_answer_is_a_problem(keyed_host) -> None:
     assert snapshot.status == "partial"
     assert "answered 401" in snapshot.error and "API key" in snapshot.error
     assert "sk-rotated" not in snapshot.error
+
+
+@pytest.mark.integration
+def test_a_change_job_reads_the_key_on_the_host_and_nowhere_else(keyed_host) -> None:
+    fleet, host = keyed_host
+    wait_serving(host)
+    assert host_services.host_api_key(host=host, unit=UNIT) == KEY
+    assert all(KEY not in line for line in fleet.command_log("gpu-01"))
