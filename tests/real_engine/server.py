@@ -209,6 +209,13 @@ class RealServer:
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the group's last process is gone
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
         return self.process.returncode
 
 

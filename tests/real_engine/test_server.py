@@ -182,7 +182,6 @@ def test_health_and_ping_answer_with_empty_bodies_and_loading_refuses_connection
         ping_post=_answer(ping_post),
         load=_answer(load),
         health_while_starting=while_starting,
-        startup_seconds_this_run=real_vllm.startup_seconds,
     )
 
 
