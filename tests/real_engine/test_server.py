@@ -527,8 +527,11 @@ def test_startup_journal_lines(real_vllm: RealServer) -> None:
     assert len(starting) == 1
     prefixes = sorted({m.group(1) for line in lines if (m := _PROCESS.match(line))})
     assert "APIServer" in prefixes and "EngineCore" in prefixes
+    # vLLM prints each route's methods from a set: in no fixed order, so sorted here.
     routes = [
-        {"path": m.group(1), "methods": m.group(2)} for line in lines if (m := _ROUTE.search(line))
+        {"path": m.group(1), "methods": ", ".join(sorted(m.group(2).split(", ")))}
+        for line in lines
+        if (m := _ROUTE.search(line))
     ]
     assert {"path": "/invocations", "methods": "POST"} in routes
     processes = _session_processes(real_vllm.process.pid)
