@@ -18,6 +18,16 @@ _NO_PERMISSION = (
     "Hint: You are currently not seeing messages from other users and the system.",
 )
 ELLIPSIS = "…"
+# uvicorn's access line for one of the probe's own requests (vLLM logs every request it
+# serves): three a probe, so left alone they would be most of a quiet server's journal.
+_OWN_PROBE_RE = re.compile(
+    r'INFO:\s+127\.0\.0\.1:\d+ - "GET (?:/health|/v1/models|/metrics) HTTP/1\.[01]" \d{3}\b'
+)
+
+
+def is_own_probe_line(line: str) -> bool:
+    """Whether a journal line is uvicorn logging a request the probe itself made."""
+    return _OWN_PROBE_RE.search(line) is not None
 
 
 def parse_journal(text: str, *, lines: int, max_bytes: int) -> list[str]:
@@ -27,7 +37,9 @@ def parse_journal(text: str, *, lines: int, max_bytes: int) -> list[str]:
 
     `-- No entries --` is an empty journal. A user who may not read the system journal gets a
     hint instead of entries: that raises ParseError, since "nothing" would be a wrong answer.
-    Multi-line messages continue on indented lines, which are kept as they are.
+    Multi-line messages continue on indented lines, which are kept as they are. uvicorn's
+    access lines for the probe's own requests (GET /health, /v1/models, /metrics from the
+    loopback) are left out.
     """
     body = text.replace("\r\n", "\n").split("\n")
     while body and body[-1] == "":
@@ -45,6 +57,8 @@ def parse_journal(text: str, *, lines: int, max_bytes: int) -> list[str]:
     # Logs can print secrets (a token in an error, the engine's args): none is kept. The lines
     # are redacted together (a private key spans lines), before the budget cuts any of them.
     kept = redact_text("\n".join(body)).split("\n")
+    # The probe's own requests say nothing about the server and would crowd out what does.
+    kept = [line for line in kept if not is_own_probe_line(line)]
     return bounded(kept, lines=lines, max_bytes=max_bytes)
 
 

@@ -109,3 +109,30 @@ def test_privileged_reads_run_under_sudo_on_hosts_that_ask() -> None:
     assert sections["envfile:vllm-a.service:/etc/vllm/a.env"][:3] == ["sudo", "-n", "cat"]
     assert sections["journal:vllm-a.service"][:3] == ["sudo", "-n", "journalctl"]
     assert sections["unit:vllm-a.service"][0] == "systemctl"  # read-only and open: no sudo
+
+
+def test_the_probes_own_requests_are_left_out_and_everything_else_kept() -> None:
+    """vLLM 0.32 logs every request through uvicorn (tests/real_engine/captures/journal.json):
+    three lines a probe, which would be most of a quiet server's tail."""
+    stamp = "2026-12-02T07:00:0{}+00:00 gpu-01 vllm[4100]: (APIServer pid=4100) "
+    text = "\n".join(
+        stamp.format(i) + line
+        for i, line in enumerate(
+            [
+                'INFO:     127.0.0.1:51514 - "GET /health HTTP/1.1" 200 OK',
+                'INFO:     127.0.0.1:51516 - "GET /v1/models HTTP/1.1" 401 Unauthorized',
+                'INFO:     127.0.0.1:51518 - "GET /metrics HTTP/1.1" 200 OK',
+                'INFO:     10.0.3.7:40112 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+                'INFO:     127.0.0.1:51520 - "POST /v1/completions HTTP/1.1" 200 OK',
+                'INFO:     10.0.3.7:40114 - "GET /health HTTP/1.1" 200 OK',
+                "ERROR [core.py:842] EngineCore encountered a fatal error.",
+            ]
+        )
+    )
+    lines = parse_journal(text, lines=50, max_bytes=16384)
+    assert [line.split(") ", 1)[1] for line in lines] == [
+        'INFO:     10.0.3.7:40112 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:51520 - "POST /v1/completions HTTP/1.1" 200 OK',
+        'INFO:     10.0.3.7:40114 - "GET /health HTTP/1.1" 200 OK',
+        "ERROR [core.py:842] EngineCore encountered a fatal error.",
+    ]
