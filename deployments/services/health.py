@@ -49,10 +49,45 @@ def hosts_health_update(
     hosts = list(hosts)
     if not hosts:
         return []
+    held = {s.pk: s for s in snapshots}
     running = _running_changes(hosts)
-    evidence = _evidence(hosts, now, {s.pk: s for s in snapshots}, running)
-    stored = {h.host_id: h for h in HostHealth.objects.filter(host__in=hosts)}
-    running_on = {c.host_id: c.pk for c in running.values()}
+    evidence = _evidence(hosts, now, held, running)
+    with transaction.atomic():
+        # Rows locked, then the running changes read again: a job that ended (and stored its
+        # own verdict) while this evidence was gathered must not be overwritten by a verdict
+        # that still counts it as running. Only the hosts whose jobs moved are decided again.
+        stored = {
+            h.host_id: h
+            for h in HostHealth.objects.select_for_update().filter(host__in=hosts).order_by("host")
+        }
+        now_running = _running_changes(hosts)
+        moved = [h for h in hosts if _changes_on(running, h) != _changes_on(now_running, h)]
+        if moved:
+            evidence.update(_evidence(moved, now, held, now_running))
+        running_on = {c.host_id: c.pk for c in now_running.values()}
+        rows, events = _decide(hosts, evidence, stored, running_on, now, ended_change)
+        # One upsert for the whole round. (bulk_update's CASE per row and field cost more
+        # Python than the probes it follows.)
+        HostHealth.objects.bulk_create(
+            rows, update_conflicts=True, unique_fields=["host"], update_fields=_ROW_FIELDS
+        )
+        audit.record_many(events)
+    return rows
+
+
+def _changes_on(running: dict[int, ChangeRequest], host: Host) -> set[int]:
+    return {c.pk for c in running.values() if c.host_id == host.pk}
+
+
+def _decide(
+    hosts: list[Host],
+    evidence: dict[int, tuple[health.HostEvidence, str, str]],
+    stored: dict[int, HostHealth],
+    running_on: dict[int, int],
+    now: dt.datetime,
+    ended_change: int | None,
+) -> tuple[list[HostHealth], list[dict[str, Any]]]:
+    """The verdict rows to store and the transitions to audit."""
     rows, transitions = [], []
     for host in hosts:
         facts, serving, last_change = evidence[host.pk]
@@ -71,14 +106,7 @@ def hosts_health_update(
         _transition(host, before, row, during or ended.get(host.pk))
         for host, before, row, during in transitions
     ]
-    with transaction.atomic():
-        # One upsert for the whole round. (bulk_update's CASE per row and field cost more
-        # Python than the probes it follows.)
-        HostHealth.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["host"], update_fields=_ROW_FIELDS
-        )
-        audit.record_many(events)
-    return rows
+    return rows, events
 
 
 def host_health_update(

@@ -339,3 +339,45 @@ def test_a_running_change_is_changing_on_every_page_and_notifies_nothing(deploye
         ("changing", "healthy", change.pk),
     ]
     assert [n for e in events for n in notifications_for(e)] == []
+
+
+def test_a_change_that_ends_while_a_round_decides_is_not_overwritten_by_changing(
+    deployed, monkeypatch
+) -> None:
+    """A probe round gathers its evidence while the job runs; the job ends and stores its own
+    verdict before the round stores its: the round decides again with the job ended, instead of
+    storing a `changing` that would stand until the next probe."""
+    from deployments import lifecycle
+    from deployments.services import health as store
+
+    host = deployed.host
+    healthy = f.parsed_state()
+    healthy["deployments"][UNIT]["unit_file_sha256"] = deployed.current_revision.unit_sha256
+    change = ChangeRequest.objects.create(
+        host=host, deployment=deployed, kind="restart", snapshot=f.make_snapshot(host),
+        from_revision=deployed.current_revision, reason="r", requested_by_name="otto",
+        needs_approval=False, params_digest="-", correlation_id="c", status=ChangeStatus.RUNNING,
+        started_at=timezone.now(),
+    )  # fmt: skip
+    record(host, healthy)
+    assert HostHealth.objects.get(host=host).verdict == "changing"
+    gather = store._evidence
+    calls = []
+
+    def job_ends_meanwhile(hosts, *args):
+        found = gather(hosts, *args)
+        if not calls:  # the round's first look: the job finishes right after it
+            lifecycle.change_transition(change=change, source="running", target="succeeded")
+            calls.append("ended")
+            monkeypatch.setattr(store, "_evidence", gather)
+            store.host_health_update(host=host, ended_change=change.pk)
+            monkeypatch.setattr(store, "_evidence", job_ends_meanwhile)
+        return found
+
+    monkeypatch.setattr(store, "_evidence", job_ends_meanwhile)
+    store.host_health_update(host=host)
+    row = HostHealth.objects.get(host=host)
+    assert calls == ["ended"]
+    assert row.verdict == "healthy", row.reasons
+    events = AuditEvent.objects.filter(action="host.verdict_changed").order_by("seq")
+    assert [(e.data["before"], e.data["after"]) for e in events][-1] == ("changing", "healthy")
