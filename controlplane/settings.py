@@ -319,7 +319,6 @@ HARMLESS_ENGINE_FLAGS = env.list(
         "--max-num-batched-tokens",
         "--enable-prefix-caching",
         "--enable-chunked-prefill",
-        "--disable-log-requests",
         "--disable-log-stats",
         "--enforce-eager",
     ],

@@ -4,12 +4,18 @@ What serves, and how it is exposed, comes only from a deployment's own fields: t
 and served name), tensor-parallel size, context length, port and bind address. The engines'
 parsers are generous (argparse with prefix abbreviations, vLLM's underscores-for-dashes, a YAML
 `--config` file, `--flag value` or `--flag=value`, the last occurrence winning), so extra
-arguments are read here with the same generosity before anything is decided about them:
+arguments are read here with the same generosity before anything is decided about them, and a
+flag's second name (ALIASES: vLLM's `--device-memory-utilization` is `--gpu-memory-utilization`)
+is read as the flag it names, in the plan, the fit check and every list below:
 
 - RESERVED flags are set by a deployment field; extra arguments may not give them in any
   spelling, and the refusal names the field to use instead.
-- SENSITIVE flags change what the server computes or who can reach it; any change to them needs
-  the approval a model swap needs, and they can never be declared harmless.
+- SENSITIVE flags change what the server computes or who can reach it, load code, open listeners,
+  send data off the host, load a second model, choose GPUs or read files; any change to them
+  needs the approval a model swap needs, the approver reads why, and they can never be declared
+  harmless.
+- REMOVED flags no longer exist in the pinned vLLM, which would refuse to start with them: they
+  are refused, saying what to use instead.
 - Everything else needs approval too when it changes, unless an administrator listed the flag
   in the HARMLESS_ENGINE_FLAGS setting.
 
@@ -36,11 +42,9 @@ from hosts.validators import ENGINE_ARG_RE
 RESERVED: dict[str, str] = {
     "--model": "the deployment's model field (pick the model from the catalog)",
     "--model-path": "the deployment's model field (pick the model from the catalog)",
-    "--model-tag": "the deployment's model field (pick the model from the catalog)",
     "--served-model-name": "the served name of the deployment's model (in the catalog)",
     "--tensor-parallel-size": "the deployment's tensor_parallel_size field",
     "--tp-size": "the deployment's tensor_parallel_size field",
-    "--tp": "the deployment's tensor_parallel_size field",
     "--max-model-len": "the deployment's max_model_len field",
     "--context-length": "the deployment's max_model_len field",
     "--port": "the deployment's port field",
@@ -50,56 +54,170 @@ RESERVED: dict[str, str] = {
     "--config": "the deployment's fields and extra arguments, never by a config file",
 }
 
+# Why a change to a flag needs a second person, in the words the approver reads. The categories
+# (the README lists them under "What serves is what was approved"); every option of the pinned
+# vLLM was read for them (tests/deployments/test_engine_flags_capture.py holds the tables to
+# its parser's capture, tests/real_engine/captures/vllm-0.32.0-flags.json).
+_CODE = "imports and runs Python code named in its value"
+_CODE_CONFIG = "can name Python code for the engine to import and run"
+_LISTENS = "opens another network listener on the host"
+_ENDPOINTS = "adds endpoints to the API server"
+_SENDS = "sends data off the host"
+_JOINS = "joins other machines (changes how the server is reached)"
+_GPUS = "changes how many GPUs serve and the memory each needs"
+_WHICH_GPUS = "changes which GPUs serve"
+_MEMORY = "sizes GPU memory past the share the fit check reads"
+_SECOND_MODEL = "loads a second model (what serves)"
+_ADAPTERS = "serves adapters on top of the model (what serves)"
+_WEIGHTS = "changes which weights are read and how (what serves)"
+_NUMERICS = "changes the numerics (what serves)"
+_TOKENS = "changes how text becomes tokens (what serves)"
+_PROMPTS = "changes every prompt the model sees"
+_OUTPUTS = "changes what the model answers by default (what serves)"
+_READS = "reads files on the host"
+_WRITES = "writes files on the host"
+_CORS = "controls which web origins may call the server"
+_TLS = "changes how the server is reached"
+_CALLERS = "trusts what API callers send (only for trusted callers, says vLLM)"
+_LOGS_PROMPTS = "writes callers' prompts or outputs to the journal"
+_ACCESS_LOG = "hides requests from the server's access log"
+
 # flag -> why a change to it needs a second person. Documented in the README.
 SENSITIVE: dict[str, str] = {
+    # Code the engine imports and runs.
     "--trust-remote-code": "runs Python code shipped with the model repository",
-    "--api-key": "controls who may call the server",
-    "--allowed-local-media-path": "lets API callers read files on the host",
-    "--allowed-origins": "controls which web origins may call the server",
-    "--allowed-methods": "controls which web origins may call the server",
-    "--allowed-headers": "controls which web origins may call the server",
-    "--allow-credentials": "controls which web origins may call the server",
-    "--ssl-keyfile": "changes how the server is reached",
-    "--ssl-certfile": "changes how the server is reached",
-    "--ssl-ca-certs": "changes how the server is reached",
-    "--ssl-cert-reqs": "changes how the server is reached",
-    "--root-path": "changes how the server is reached",
     "--middleware": "imports and runs arbitrary Python in the server",
     "--tool-parser-plugin": "imports and runs arbitrary Python in the server",
+    "--reasoning-parser-plugin": _CODE + " (a reasoning parser plugin)",
+    "--io-processor-plugin": _CODE + " (an input/output processor plugin)",
+    "--worker-cls": _CODE + " (the class every GPU worker runs)",
+    "--worker-extension-cls": _CODE + " (a class mixed into every GPU worker)",
+    "--scheduler-cls": _CODE + " (the scheduler class)",
+    "--logits-processors": _CODE + " (logits processor classes, or their source)",
+    "--model-class-overrides": _CODE + " (model classes, as module:class)",
+    "--logging-config": _CODE_CONFIG + " (a Python logging config file) and " + _READS,
+    "--log-config-file": _CODE_CONFIG + " (a Python logging config file) and " + _READS,
+    "--compilation-config": _CODE_CONFIG
+    + " (a compile backend, inductor passes) and "
+    + _WRITES
+    + " (cache, debug dumps)",
+    "--structured-outputs-config": _CODE_CONFIG + " (a reasoning parser plugin)",
+    "--ec-manager-config": _CODE_CONFIG + " (an encoder cache manager class)",
+    "--additional-config": "passes settings the control plane cannot read to the platform's plugin",
+    # Listeners, endpoints and data that leave the host.
+    "--grpc": "serves gRPC on the port instead of the HTTP API (changes how the server is reached)",
+    "--grpc-port": _LISTENS + " (gRPC inference and control services)",
+    "--api-server-count": "changes how many API server processes listen (0: none)",
+    "--headless": "runs without the API server (changes what serves)",
+    "--tokens-only": "serves only the tokens-in, tokens-out endpoint (changes what serves)",
+    "--enable-scale-out": _ENDPOINTS + " (/render, /inference/v1/generate, ...)",
+    "--enable-tokenizer-info-endpoint": _ENDPOINTS + " (/tokenizer_info, which shows the chat "
+    "template)",
+    "--data-parallel-supervisor-port": _LISTENS + " (the data-parallel supervisor's health)",
+    "--data-parallel-multi-port-external-lb": _LISTENS + " (an API server per data-parallel rank)",
+    "--kv-events-config": _LISTENS + " and " + _SENDS + " (KV cache events over ZeroMQ)",
+    "--otlp-traces-endpoint": _SENDS + " (OpenTelemetry traces to the URL it names)",
+    "--collect-detailed-traces": _SENDS + " (more detail in the traces sent off the host)",
+    "--tool-server": "calls tool servers at the addresses it names, or runs model-written code "
+    "(demo)",
+    "--allowed-media-domains": "controls which web addresses the server fetches media from",
+    "--kv-transfer-config": "sends the KV cache to other machines; "
+    + _CODE_CONFIG
+    + " (a KV connector module)",
+    "--ec-transfer-config": "sends the encoder cache to other machines; "
+    + _CODE_CONFIG
+    + " (an EC connector module)",
+    "--weight-transfer-config": "lets another process replace the weights while serving "
+    "(what serves)",
+    "--data-parallel-address": _JOINS,
+    "--data-parallel-rpc-port": _JOINS,
+    "--data-parallel-rank": _JOINS,
+    "--data-parallel-start-rank": _JOINS,
+    "--data-parallel-hybrid-lb": _JOINS,
+    "--data-parallel-external-lb": _JOINS,
+    "--data-parallel-backend": _JOINS + " (ray: a Ray cluster)",
+    "--master-addr": _JOINS,
+    "--master-port": _JOINS,
+    "--dist-init-addr": _JOINS,
+    "--nnodes": _JOINS,
+    "--node-rank": _JOINS,
+    "--distributed-executor-backend": "changes how workers are started",
+    # Who may call the server, and how it is reached.
+    "--api-key": "controls who may call the server",
+    "--admin-api-key": "controls who may call the server's admin endpoints (SGLang)",
+    "--allowed-origins": _CORS,
+    "--allowed-methods": _CORS,
+    "--allowed-headers": _CORS,
+    "--allow-credentials": _CORS,
+    "--ssl-keyfile": _TLS,
+    "--ssl-certfile": _TLS,
+    "--ssl-ca-certs": _TLS,
+    "--ssl-cert-reqs": _TLS,
+    "--ssl-ciphers": _TLS,
+    "--enable-ssl-refresh": _TLS + " (reloads the TLS files when they change)",
+    "--root-path": _TLS,
+    "--h11-max-incomplete-event-size": "changes the server's limits against oversized HTTP "
+    "requests",
+    "--h11-max-header-count": "changes the server's limits against oversized HTTP requests",
+    # What API callers may make the server do.
+    "--allowed-local-media-path": "lets API callers read files on the host",
     "--enable-auto-tool-choice": "lets the model call tools on its own",
-    "--chat-template": "changes every prompt the model sees",
-    "--tokenizer": "changes how text becomes tokens (what serves)",
-    "--tokenizer-path": "changes how text becomes tokens (what serves)",
-    "--tokenizer-mode": "changes how text becomes tokens (what serves)",
+    "--trust-request-chat-template": _CALLERS + " (their own chat templates)",
+    "--trust-request-mm-kwargs": _CALLERS + " (multimodal processing settings)",
+    "--enable-prompt-embeds": _CALLERS + " (raw embedding tensors)",
+    "--enable-mm-embeds": _CALLERS + " (raw multimodal embedding tensors)",
+    "--enable-log-requests": _LOGS_PROMPTS,
+    "--enable-log-outputs": _LOGS_PROMPTS,
+    "--disable-uvicorn-access-log": _ACCESS_LOG,
+    "--disable-access-log-for-endpoints": _ACCESS_LOG,
+    # What serves: weights, second models, adapters, numerics, tokens, prompts.
+    "--tokenizer": _TOKENS,
+    "--tokenizer-path": _TOKENS,
+    "--tokenizer-mode": _TOKENS,
+    "--tokenizer-revision": _TOKENS,
     "--revision": "loads other weights (what serves)",
     "--code-revision": "loads other model code (what serves)",
-    "--tokenizer-revision": "changes how text becomes tokens (what serves)",
     "--load-format": "changes how the weights are read (what serves)",
     "--download-dir": "loads weights from elsewhere (what serves)",
+    "--model-loader-extra-config": _WEIGHTS,
+    "--ignore-patterns": _WEIGHTS + " (which of the model's files load)",
     "--hf-overrides": "overrides the model's own configuration (what serves)",
+    "--hf-config-path": "reads the model's configuration from elsewhere (what serves)",
     "--hf-token": "a credential in the unit file",
-    "--admin-api-key": "controls who may call the server's admin endpoints (SGLang)",
-    "--quantization": "changes the numerics (what serves)",
-    "--dtype": "changes the numerics (what serves)",
-    "--kv-cache-dtype": "changes the numerics (what serves)",
-    "--speculative-config": "loads a second model (what serves)",
-    "--speculative-draft-model-path": "loads a second model (what serves)",
-    "--enable-lora": "serves adapters on top of the model (what serves)",
-    "--lora-modules": "serves adapters on top of the model (what serves)",
-    "--lora-paths": "serves adapters on top of the model (what serves)",
-    "--pipeline-parallel-size": "changes how many GPUs serve and the memory each needs",
-    "--pp-size": "changes how many GPUs serve and the memory each needs",
-    "--data-parallel-size": "changes how many GPUs serve and the memory each needs",
-    "--dp-size": "changes how many GPUs serve and the memory each needs",
-    "--base-gpu-id": "changes which GPUs serve",
-    "--data-parallel-address": "joins other machines (changes how the server is reached)",
-    "--data-parallel-rpc-port": "joins other machines (changes how the server is reached)",
-    "--dist-init-addr": "joins other machines (changes how the server is reached)",
-    "--nnodes": "joins other machines (changes how the server is reached)",
-    "--node-rank": "joins other machines (changes how the server is reached)",
-    "--headless": "runs without the API server (changes what serves)",
-    "--kv-transfer-config": "sends the KV cache to other machines",
-    "--distributed-executor-backend": "changes how workers are started",
+    "--watermark-config": "watermarks every answer with a key (a secret in the unit file)",
+    "--runner": "changes what the model is run as (what serves)",
+    "--convert": "changes what the model is run as (what serves)",
+    "--quantization": _NUMERICS,
+    "--quantization-config": _NUMERICS,
+    "--dtype": _NUMERICS,
+    "--kv-cache-dtype": _NUMERICS,
+    "--speculative-config": _SECOND_MODEL + "; " + _CODE_CONFIG + " (a proposer class)",
+    "--spec-model": _SECOND_MODEL,
+    "--spec-method": _SECOND_MODEL,
+    "--spec-tokens": _SECOND_MODEL,
+    "--speculative-draft-model-path": _SECOND_MODEL,
+    "--enable-lora": _ADAPTERS,
+    "--lora-modules": _ADAPTERS,
+    "--lora-paths": _ADAPTERS,
+    "--default-mm-loras": _ADAPTERS,
+    "--chat-template": _PROMPTS,
+    "--default-chat-template-kwargs": _PROMPTS,
+    "--generation-config": _OUTPUTS + "; " + _READS + " (the folder it names)",
+    "--override-generation-config": _OUTPUTS,
+    "--mm-encoder-fp8-scale-path": _READS + " (encoder scales)",
+    "--mm-encoder-fp8-scale-save-path": _WRITES + " (encoder scales)",
+    "--profiler-config": _WRITES + " (profiler traces)",
+    # GPUs and memory the fit check sizes.
+    "--pipeline-parallel-size": _GPUS,
+    "--pp-size": _GPUS,
+    "--data-parallel-size": _GPUS,
+    "--dp-size": _GPUS,
+    "--data-parallel-size-local": _GPUS,
+    "--prefill-context-parallel-size": _GPUS,
+    "--base-gpu-id": _WHICH_GPUS,
+    "--device-ids": _WHICH_GPUS,
+    "--kv-cache-memory-bytes": _MEMORY + " (the KV cache in bytes)",
+    "--num-gpu-blocks-override": _MEMORY + " (the KV cache in blocks)",
 }
 
 # Flags whose value the fit check reads. Known here so that their abbreviations resolve too.
@@ -108,18 +226,99 @@ FIT: dict[str, str] = {
     "--mem-fraction-static": "share of each GPU's memory SGLang may use",
 }
 
+# Second names of one flag: the engine reads them as the flag itself (same dest), so the
+# control plane does too, everywhere (the plan, the fit check, the reserved and sensitive
+# lists). vLLM 0.32 has one long one.
+ALIASES: dict[str, str] = {
+    "--device-memory-utilization": "--gpu-memory-utilization",
+}
+
+# vLLM 0.32's short options, as the flags they stand for. Extra arguments may not use them (a
+# refusal says to spell the flag out); a unit's command line is read with them.
+SHORT_OPTIONS: dict[str, str] = {
+    "-asc": "--api-server-count",
+    "-q": "--quantization",
+    "-pp": "--pipeline-parallel-size",
+    "-n": "--nnodes",
+    "-r": "--node-rank",
+    "-tp": "--tensor-parallel-size",
+    "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpn": "--data-parallel-rank",
+    "-dpr": "--data-parallel-start-rank",
+    "-dpl": "--data-parallel-size-local",
+    "-dpa": "--data-parallel-address",
+    "-dpp": "--data-parallel-rpc-port",
+    "-dpb": "--data-parallel-backend",
+    "-dph": "--data-parallel-hybrid-lb",
+    "-dpe": "--data-parallel-external-lb",
+    "-dpm": "--data-parallel-multi-port-external-lb",
+    "-ep": "--enable-expert-parallel",
+    "-sc": "--speculative-config",
+    "-dc": "--diffusion-config",
+    "-cc": "--compilation-config",
+    "-ac": "--attention-config",
+}
+
+# Flags the pinned vLLM no longer has, refused in words: the engine would refuse to start.
+# Only their exact spelling (or an abbreviation of nothing else) reads as them.
+REMOVED: dict[str, str] = {
+    "--disable-log-requests": "vLLM 0.32 no longer has --disable-log-requests (logging "
+    "requests is off by default; --enable-log-requests turns it on)",
+}
+
+# SGLang's own flags (sglang/srt/server_args.py) that vLLM does not have. One deployment can
+# move between the engines, so both engines' spellings are read; every other flag named here is
+# one of the pinned vLLM's.
+SGLANG_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--tp-size",
+        "--pp-size",
+        "--dp-size",
+        "--context-length",
+        "--tokenizer-path",
+        "--admin-api-key",
+        "--speculative-draft-model-path",
+        "--lora-paths",
+        "--base-gpu-id",
+        "--dist-init-addr",
+        "--mem-fraction-static",
+        "--max-running-requests",
+    }
+)
+
+# vLLM flags whose whole name begins a longer flag's name above: known so that they read as
+# themselves (argparse takes an exact name first), never as an abbreviation of the longer flag.
+EXACT = {"--reasoning-parser", "--watermark"}
+
 # Switches that take no value (so a word after one is not its value).
 BOOLEAN = {
     "--trust-remote-code",
     "--enable-auto-tool-choice",
     "--enable-lora",
     "--headless",
+    "--grpc",
+    "--tokens-only",
+    "--enable-scale-out",
+    "--enable-tokenizer-info-endpoint",
+    "--data-parallel-multi-port-external-lb",
+    "--data-parallel-hybrid-lb",
+    "--data-parallel-external-lb",
     "--allow-credentials",
+    "--enable-ssl-refresh",
+    "--trust-request-chat-template",
+    "--trust-request-mm-kwargs",
+    "--enable-prompt-embeds",
+    "--enable-mm-embeds",
+    "--enable-log-requests",
+    "--enable-log-outputs",
+    "--disable-uvicorn-access-log",
     "--enforce-eager",
     "--enable-prefix-caching",
     "--enable-chunked-prefill",
     "--enable-expert-parallel",
-    "--disable-log-requests",
     "--disable-log-stats",
 }
 
@@ -133,8 +332,8 @@ SECRET_VALUED = {"--api-key", "--hf-token", "--admin-api-key"}
 # taking "None" for the engine's default), choices from the engines' parsers, ranges from their
 # configs (vLLM's CacheConfig: 0 < gpu_memory_utilization <= 1). A flag spelled for either
 # engine is checked against what either accepts: one deployment can move between engines, and
-# hosts' engine versions differ, so a choice list is the union of vLLM 0.11 (the version the
-# simulator replicates, simulator/vllm_cli/flags.py), later vLLM releases and SGLang.
+# hosts' engine versions differ, so a choice list is the union of vLLM 0.11, the pinned vLLM
+# 0.32 (whose choices a test holds these lists to), other vLLM releases and SGLang.
 
 
 def human_readable_int(text: str) -> int:
@@ -180,7 +379,7 @@ KV_CACHE_DTYPES = (
     # later vLLM
     "float16", "fp8_ds_mla", "nvfp4", "nvfp4_ds_mla", "nvfp4_4over6", "int4_per_token_head",
     "int8", "int8_per_token_head", "fp8_per_token_head", "turboquant_k8v4", "turboquant_4bit_nc",
-    "turboquant_k3v4_nc", "turboquant_3bit_nc",
+    "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
     # SGLang
     "bf16", "mxfp8", "fp4_e2m1", "fp4_mx_block16",
 )  # fmt: skip
@@ -235,7 +434,7 @@ VALUES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "--distributed-executor-backend": (_choices(EXECUTOR_BACKENDS), _one_of(EXECUTOR_BACKENDS)),
 }
 
-KNOWN = sorted({*RESERVED, *SENSITIVE, *FIT, *BOOLEAN, *VALUES})
+KNOWN = sorted({*RESERVED, *SENSITIVE, *FIT, *BOOLEAN, *VALUES, *ALIASES, *EXACT})
 _FLAG_NAME = re.compile(r"--[a-z0-9][a-z0-9_-]{0,63}")
 _ENGINE_ARG = re.compile(ENGINE_ARG_RE)
 # argparse's test for a word that is a negative number rather than an option (Python 3.11):
@@ -266,7 +465,7 @@ def base_flag(flag: str) -> str:
 
 
 def _resolve_known(name: str) -> str:
-    if name in KNOWN:
+    if name in KNOWN or name in REMOVED:
         return name
     matches = [k for k in KNOWN if k.startswith(name)]
     if len(matches) == 1:
@@ -279,20 +478,36 @@ def _resolve_known(name: str) -> str:
             f"{name} is ambiguous: the engine may read it as any of {', '.join(matches)}; "
             "spell the flag out in full"
         )
-    return name
+    # An abbreviation of a flag the engine no longer has abbreviates nothing it has.
+    removed = [k for k in REMOVED if k.startswith(name)]
+    return removed[0] if len(removed) == 1 else name
 
 
 def resolve_flag(spelled: str) -> str:
-    """The flag the engine reads `spelled` as: dashes for underscores, and a prefix
-    abbreviation of a flag this module knows expanded to that flag. A flag this module does not
-    know is returned as spelled (with dashes); nothing that serves or exposes depends on it.
-    Raises EngineArgRefused when it abbreviates more than one known flag."""
+    """The flag the engine reads `spelled` as: dashes for underscores, a prefix abbreviation of
+    a flag this module knows expanded to that flag, and a second name (ALIASES) as the flag it
+    names. A flag this module does not know is returned as spelled (with dashes); nothing that
+    serves or exposes depends on it. Raises EngineArgRefused when it abbreviates more than one
+    known flag."""
     name = spelled.replace("_", "-")
     if name.startswith("--no-"):
         base = _resolve_known("--" + name[5:])
         if base in KNOWN:
-            return "--no-" + base[2:]
-    return _resolve_known(name)
+            return "--no-" + ALIASES.get(base, base)[2:]
+    resolved = _resolve_known(name)
+    return ALIASES.get(resolved, resolved)
+
+
+def is_switch(flag: str) -> bool:
+    """Whether `flag` (canonical) takes no value: a word after it is not its value."""
+    base = base_flag(flag)
+    return base in BOOLEAN or base in REMOVED
+
+
+def sensitive_reason(flag: str) -> str | None:
+    """Why a change to `flag` (canonical; a dotted `--x.key` is part of `--x`) needs a second
+    person, if it is one of SENSITIVE."""
+    return SENSITIVE.get(base_flag(flag).partition(".")[0])
 
 
 def _shown(word: str) -> str:
@@ -343,6 +558,8 @@ def _read_flag(arg: str) -> tuple[str, str | None]:
         raise EngineArgRefused(f"{_shown(spelled)} is not a flag name the control plane accepts")
     flag = resolve_flag(spelled)
     base = base_flag(flag)
+    if base in REMOVED:
+        raise EngineArgRefused(REMOVED[base])
     if base in RESERVED:
         spelled_as = "" if spelled == base else f" (the engine may read {spelled} as {base})"
         raise EngineArgRefused(

@@ -15,7 +15,17 @@ from hosts.state import GpuState, HostState
 from .serving_plan import ServingPlan
 
 MIB_PER_GIB = 1024
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default for --gpu-memory-utilization
+# vLLM's default for --gpu-memory-utilization (the pinned vLLM 0.32's parser says 0.92:
+# tests/real_engine/captures/vllm-0.32.0-flags.json).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+# SGLang sizes --mem-fraction-static from the GPU's memory and the parallelism when it is not
+# given; the fit check assumes 0.9 for it (and for a command line it cannot read).
+DEFAULT_MEM_FRACTION_STATIC = 0.9
+
+
+def default_memory_fraction(engine: str) -> float:
+    """The share of each GPU the engine takes when its unit does not say."""
+    return DEFAULT_GPU_MEMORY_UTILIZATION if engine == "vllm" else DEFAULT_MEM_FRACTION_STATIC
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ def model_fits(
         return refused(f"{shape}: every parallel size must be at least 1")
     if len(state.gpus) < needed:
         return refused(f"{shape} needs {needed} GPUs; the snapshot shows {len(state.gpus)}")
-    fraction = max(0.05, min(1.0, plan.memory_fraction or DEFAULT_GPU_MEMORY_UTILIZATION))
+    fraction = max(0.05, min(1.0, plan.memory_fraction or default_memory_fraction(plan.engine)))
     used = sorted(state.gpus, key=lambda g: g.index)[:needed]
     missing = [g.index for g in used if not g.memory_total_mib]
     if missing:

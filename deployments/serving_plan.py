@@ -15,13 +15,14 @@ from hosts.parsers.unit_files import expand_variables
 
 from . import units
 from .engine_flags import (
-    BOOLEAN,
     FIT,
-    SENSITIVE,
+    SHORT_OPTIONS,
     EngineArgRefused,
     base_flag,
     check_harmless_list,
+    is_switch,
     resolve_flag,
+    sensitive_reason,
 )
 
 
@@ -55,11 +56,9 @@ class ServingPlan:
 _IDENTITY = {
     "--model": "model",
     "--model-path": "model",
-    "--model-tag": "model",
     "--served-model-name": "served_names",
     "--tensor-parallel-size": "tensor_parallel_size",
     "--tp-size": "tensor_parallel_size",
-    "--tp": "tensor_parallel_size",
     "--pipeline-parallel-size": "pipeline_parallel_size",
     "--pp-size": "pipeline_parallel_size",
     "--data-parallel-size": "data_parallel_size",
@@ -68,11 +67,10 @@ _IDENTITY = {
     "--context-length": "max_model_len",
     "--port": "port",
     "--host": "host",
+    # Its second name, --device-memory-utilization, is read as it (engine_flags.ALIASES).
     "--gpu-memory-utilization": "memory_fraction",
     "--mem-fraction-static": "memory_fraction",
 }
-_SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size"}
-_SHORT |= {"-dp": "--data-parallel-size", "-q": "--quantization"}
 
 
 def _int(value: str | None, default: int) -> int:
@@ -122,20 +120,28 @@ def _read_words(words: list[str]) -> tuple[str | None, list[tuple[str, list[str]
             positional = positional or word
             continue
         spelled, eq, value = word.partition("=")
-        spelled = _SHORT.get(spelled, spelled)
-        try:
-            flag = resolve_flag(spelled)
-        except EngineArgRefused:
-            flag = spelled.replace("_", "-")
+        flag = _flag_of(spelled)
         taken = [value] if eq else []
         many = flag == "--served-model-name"  # nargs="+"
-        while not eq and base_flag(flag) not in BOOLEAN and i < len(words):
+        while not eq and not is_switch(flag) and i < len(words):
             if words[i].startswith("-") or (taken and not many):
                 break
             taken.append(words[i])
             i += 1
         seen.append((flag, taken))
     return positional, seen
+
+
+def _flag_of(spelled: str) -> str:
+    """A word's flag as the engine reads it: short options and second names as the flag they
+    stand for; a dotted `--x.key` (folded into `--x`'s JSON by vLLM) keeps its key."""
+    name, dot, key = spelled.partition(".")
+    name = SHORT_OPTIONS.get(name, name)
+    try:
+        flag = resolve_flag(name)
+    except EngineArgRefused:
+        flag = name.replace("_", "-")
+    return f"{flag}{dot}{key}"
 
 
 def plan_from_argv(argv: Sequence[str]) -> ServingPlan:
@@ -245,9 +251,10 @@ def plan_changes(
         old, new = before.flags.get(flag, _ABSENT), after.flags.get(flag, _ABSENT)
         if old == new:
             continue
-        base = base_flag(flag)
-        if base in SENSITIVE:
-            why = SENSITIVE[base]
+        base = base_flag(flag).partition(".")[0]
+        reason = sensitive_reason(flag)
+        if reason is not None:
+            why = reason
         elif flag in harmless_flags or base in harmless_flags:
             why = ""
         else:

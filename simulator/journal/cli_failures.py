@@ -85,7 +85,8 @@ def help_exit(run: Run, engine: EngineArgs, wall: float) -> list[str]:
 
 def usage_error(run: Run, engine: EngineArgs, wall: float) -> list[str]:
     usage = MAIN_USAGE if engine.usage_prog == "vllm" else SERVE_USAGE
-    return [f"usage: {usage}", f"{engine.usage_prog}: error: {engine.usage_error}"]
+    text = f"usage: {usage}\n{engine.usage_prog}: error: {engine.usage_error}"
+    return text.split("\n")  # the main usage wraps, and a hint follows some errors
 
 
 def cli_failure(run: Run, engine: EngineArgs, wall: float) -> list[str]:

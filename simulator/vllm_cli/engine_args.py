@@ -58,6 +58,7 @@ class EngineArgs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     chat_template: str | None = None
+    reasoning_parser: str = ""  # chat streams its thinking as delta.reasoning (vLLM 0.32)
     config_file: str | None = None  # `--config PATH`: read when the process starts
     non_default: tuple[tuple[str, object], ...] = ()  # the journal's "non-default args"
     warnings: tuple[str, ...] = ()  # what the parser logged at WARNING

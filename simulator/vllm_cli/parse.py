@@ -12,14 +12,15 @@ from typing import Any
 
 from .engine_args import CliCrash, CliFailure, EngineArgs
 from .flexible import flexible
-from .parser import HelpExit, UsageError, defaults, parsers
+from .parser import HelpExit, UsageError, defaults, has_option, parsers
 
 REDACTED = "<redacted>"
 SECRET_DESTS = frozenset({"api_key", "hf_token"})
 
 
 def _validate(ns: argparse.Namespace, read_file: Callable[[str], str | None] | None) -> None:
-    """validate_parsed_serve_args: what `vllm serve` checks before it starts anything."""
+    """validate_parsed_serve_args: what `vllm serve` checks before it starts anything (the cheap
+    checks of vLLM 0.32's, vllm/entrypoints/launchers/cli_args.py)."""
     template = ns.chat_template
     if template is not None and read_file is not None and not any(c in template for c in "{}\n"):
         path = posixpath.normpath(template if template.startswith("/") else "/" + template)
@@ -48,6 +49,24 @@ def _validate(ns: argparse.Namespace, read_file: Callable[[str], str | None] | N
                 "TypeError: Error: --enable-log-outputs requires --enable-log-requests",
             )
         )
+    if ns.sse_keep_alive_interval < 0:
+        raise CliCrash(
+            CliFailure(
+                "validate_parsed_serve_args",
+                "raise ValueError(",
+                "ValueError: Error: --sse-keep-alive-interval must be a non-negative integer "
+                "(0 disables keep-alive comments).",
+            )
+        )
+    if ns.enable_per_request_metrics and ns.disable_log_stats:
+        raise CliCrash(
+            CliFailure(
+                "validate_parsed_serve_args",
+                "raise ValueError(",
+                "ValueError: Error: --enable-per-request-metrics requires engine statistics "
+                "logging; remove --disable-log-stats to enable per-request metrics.",
+            )
+        )
 
 
 def _engine(binary: str, ns: argparse.Namespace, **extra: Any) -> EngineArgs:
@@ -73,8 +92,10 @@ def _engine(binary: str, ns: argparse.Namespace, **extra: Any) -> EngineArgs:
         port=ns.port,
         host=ns.host,
         uds=ns.uds,
-        headless=bool(ns.headless) or ns.api_server_count < 1,
-        max_model_len=ns.max_model_len,
+        # --api-server-count defaults to None (one per data-parallel rank); 0 starts none.
+        headless=bool(ns.headless) or (ns.api_server_count is not None and ns.api_server_count < 1),
+        # -1 / auto: the longest context the memory holds, the model's own at most.
+        max_model_len=None if ns.max_model_len == -1 else ns.max_model_len,
         gpu_memory_utilization=ns.gpu_memory_utilization,
         quantization=ns.quantization,
         trust_remote_code=bool(ns.trust_remote_code),
@@ -89,6 +110,7 @@ def _engine(binary: str, ns: argparse.Namespace, **extra: Any) -> EngineArgs:
         max_num_seqs=ns.max_num_seqs,
         max_num_batched_tokens=ns.max_num_batched_tokens,
         chat_template=ns.chat_template,
+        reasoning_parser=str(ns.reasoning_parser or ""),
         non_default=tuple(non_default),
         **extra,
     )
@@ -98,7 +120,7 @@ def _parse(argv: tuple[str, ...], read_file: Callable[[str], str | None] | None)
     binary = argv[0]
     failed = EngineArgs(binary=binary, model_path="", served_name="")
     try:
-        processed, config_file, warnings = flexible(["serve", *argv[2:]], read_file)
+        processed, config_file, warnings = flexible(["serve", *argv[2:]], read_file, has_option)
     except CliCrash as exc:
         return dataclasses.replace(failed, cli_failure=exc.failure)
     except Exception as exc:  # vLLM would print a traceback too; never crash the simulator

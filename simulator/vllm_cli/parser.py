@@ -1,13 +1,14 @@
-"""The `vllm` argparse parser with its `serve` subparser, built from the flag table."""
+"""The `vllm` argparse parser with its `serve` subparser, built from the flag table (flags.py)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .arg_types import LOADS, dataclass_type, human_readable_int, optional_type, parse_type
+from .arg_types import converter
 from .flags import FLAGS, Flag
 from .usage import MAIN_PROG, SERVE_USAGE
 
@@ -23,10 +24,21 @@ class HelpExit(Exception):
     """--help: argparse prints the help and exits 0."""
 
 
+_TASK = re.compile(r"(^|\s)--task(=|\s|$)")
+_TASK_HINT = (
+    "\n\nHint: --task is not a vllm serve option. For embedding, reranking, or reward models, "
+    "use --runner pooling. To adapt a generative model for pooling, also use --convert embed, "
+    "--convert classify, or --convert reward."
+)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, minus the printing and exiting: errors come back as exceptions."""
 
     def error(self, message: str) -> NoReturn:
+        # FlexibleArgumentParser.error: vLLM 0.11's --task is gone, and vLLM says what instead.
+        if message.startswith("unrecognized arguments:") and _TASK.search(message):
+            message += _TASK_HINT
         raise UsageError(self.prog, message)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
@@ -46,41 +58,27 @@ class _HelpAction(argparse.Action):
         raise HelpExit()
 
 
-# add_argument's keywords for each kind of flag in the table (see flags.py); the default is
-# added for every kind.
-_KINDS: dict[str, Callable[[Flag], dict[str, Any]]] = {
-    "str": lambda flag: {"type": str},
-    "ostr": lambda flag: {"type": optional_type(str)},
-    "int": lambda flag: {"type": int},
-    "oint": lambda flag: {"type": optional_type(int)},
-    "hint": lambda flag: {"type": human_readable_int},
-    "ohint": lambda flag: {"type": optional_type(human_readable_int)},
-    "float": lambda flag: {"type": float},
-    "ofloat": lambda flag: {"type": optional_type(float)},
-    "bool": lambda flag: {"action": argparse.BooleanOptionalAction},
-    "true": lambda flag: {"action": "store_true"},
-    "json": lambda flag: {"type": parse_type(LOADS)},
-    "loads": lambda flag: {"type": LOADS},
-    "olist": lambda flag: {"type": optional_type(str), "nargs": "+"},
-    "ilist": lambda flag: {"type": int, "nargs": "+"},
-    "append": lambda flag: {"type": str, "action": "append"},
-    "token": lambda flag: {"type": str, "nargs": "?", "const": True},
-    "choice": lambda flag: {"type": str, "choices": list(flag.choices)},
-    "ochoice": lambda flag: {
-        "type": optional_type(str),
-        "choices": [*sorted(flag.choices), "None"],
-    },
-    "ichoice": lambda flag: {"type": int, "choices": list(flag.choices)},
+_ACTIONS: dict[str, Any] = {
+    "bool": argparse.BooleanOptionalAction,
+    "true": "store_true",
+    "append": "append",
+    "store": "store",
 }
+_SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS, as the capture writes it
 
 
 def _add(parser: argparse.ArgumentParser, flag: Flag) -> None:
-    kw: dict[str, Any]
-    if flag.kind.startswith("config:"):
-        kw = {"type": dataclass_type(flag.kind.split(":", 1)[1])}
-    else:
-        kw = _KINDS[flag.kind](flag)
-    parser.add_argument(*flag.names, default=flag.default, **kw)
+    default = argparse.SUPPRESS if flag.default == _SUPPRESS else flag.default
+    kw: dict[str, Any] = {"dest": flag.dest, "default": default, "action": _ACTIONS[flag.action]}
+    if flag.action in ("store", "append"):
+        kw["type"] = converter(flag.type, flag.optional)
+        if flag.nargs is not None:
+            kw["nargs"] = flag.nargs
+        if flag.nargs == "?":
+            kw["const"] = flag.const
+    if flag.choices is not None:
+        kw["choices"] = list(flag.choices)
+    parser.add_argument(*flag.names, **kw)
 
 
 @functools.cache
@@ -103,3 +101,9 @@ def defaults() -> tuple[tuple[str, Any], ...]:
     """Each destination's default, in registration order (vLLM's non-default args order)."""
     _main, serve = parsers()
     return tuple(vars(serve.parse_args([])).items())
+
+
+def has_option(option: str) -> bool:
+    """Whether `vllm serve` has this option string (exactly; no abbreviation)."""
+    _main, serve = parsers()
+    return option in serve._option_string_actions

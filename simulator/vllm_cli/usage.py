@@ -5,8 +5,14 @@ from __future__ import annotations
 SERVE_PROG = "vllm serve"
 SERVE_USAGE = "vllm serve [model_tag] [options]"
 MAIN_PROG = "vllm"
-MAIN_USAGE = "vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
-DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # ModelConfig.model's default in vLLM 0.11
+# As vLLM 0.32 prints it without a terminal (argparse wraps it at 80 columns).
+MAIN_USAGE = (
+    "vllm [-h] [-v]\n"
+    "            {chat,complete,serve,launch,bench,collect-env,download-kernels,preload,"
+    "run-batch,snapshot}\n"
+    "            ..."
+)
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # ModelConfig.model's default in vLLM 0.11 and 0.32
 
 
 def help_lines() -> list[str]:

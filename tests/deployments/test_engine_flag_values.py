@@ -132,7 +132,8 @@ WITH_SECRETS = [
     (["--api-key", "SECRET"], "--api-key would put a secret in the unit file"),
     (["--api-key=SECRET"], "--api-key would put a secret in the unit file"),
     (["--api_key", "SECRET"], "--api-key would put a secret in the unit file"),
-    (["--api", "SECRET"], "--api-key would put a secret in the unit file"),
+    (["--api-k", "SECRET"], "--api-key would put a secret in the unit file"),
+    (["--api", "SECRET"], "--api is ambiguous"),  # --api-key, --api-server-count
     (["--hf-token", "SECRET"], "--hf-token would put a secret"),
     (["--admin-api-key", "SECRET"], "--admin-api-key would put a secret"),  # SGLang's
     (["--openai-api-key", "SECRET"], "--openai-api-key would put a secret"),

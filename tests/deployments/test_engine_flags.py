@@ -66,7 +66,7 @@ def test_arguments_the_engine_would_misread_are_refused(args, message) -> None:
 
 def test_accepted_arguments_are_stored_as_the_engine_reads_them() -> None:
     assert normalise_extra_args(
-        ["--max_num_seqs", "64", "--gpu-memory=0.95", "--no-enable-prefix-caching", "--enable-l"]
+        ["--max_num_seqs", "64", "--gpu-memory=0.95", "--no-enable-prefix-caching", "--enable-lor"]
     ) == [
         "--max-num-seqs=64",
         "--gpu-memory-utilization=0.95",

@@ -2,7 +2,7 @@
 the approval's back.
 
 "The engine" here is the simulator's reading of a `vllm serve` command line, which is argparse
-itself configured with vLLM 0.11's serve flags and FlexibleArgumentParser's rewrites
+itself configured with vLLM 0.32's serve flags and FlexibleArgumentParser's rewrites
 (underscores, `--model` as the positional, `--config` files, dotted JSON arguments). For every
 generated list that `normalise_extra_args` accepts, the unit the control plane renders must make
 the engine serve exactly the deployment's model, served name, tensor-parallel size, port and bind
@@ -26,11 +26,13 @@ MODEL = "/models/moonshotai/Kimi-K2.5-NVFP4"
 SERVED = "kimi-k2.5"
 TP, PORT, BIND, MAX_LEN = 8, 8000, "127.0.0.1", 262144
 
-# Real vLLM flags that change nothing a reviewer must see, plus the ones that do.
+# Real vLLM flags that change nothing a reviewer must see, plus the ones that do; second names
+# and short options of the ones that do.
 PLAIN = [
-    "--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager", "--swap-space",
-    "--enable-prefix-caching", "--no-enable-prefix-caching", "--disable-log-requests",
+    "--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager", "--stream-interval",
+    "--enable-prefix-caching", "--no-enable-prefix-caching", "--max-num-scheduled-tokens",
     "--block-size", "--seed", "--enable-chunked-prefill", "--max-logprobs", "--disable-log-stats",
+    "--device-memory-utilization", "--prefill-context-parallel-size", "--api-server-count",
 ]  # fmt: skip
 IDENTITY = [
     "--model", "--served-model-name", "--tensor-parallel-size", "--pipeline-parallel-size",

@@ -66,7 +66,7 @@ def test_a_foreign_gpu_process_since_the_decision_aborts_before_acting(registere
 def test_the_fit_is_recomputed_on_the_memory_other_processes_hold(registered_fleet, operator):
     registered_fleet.stop_unit("gpu-01")  # the GPUs are free when the start is decided
     change = request(operator, registered_fleet, kind="start")
-    # Then someone's job takes 12 GiB of each GPU: less than vLLM's 90 % share stays free.
+    # Then someone's job takes 12 GiB of each GPU: less than vLLM's 92 % share stays free.
     registered_fleet.set_foreign_memory("gpu-01", 12288)
     registered_fleet.set_fault("gpu-01", "foreign_gpu_process")
 

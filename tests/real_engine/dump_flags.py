@@ -6,6 +6,11 @@ through vllm.entrypoints.launchers.cli_args.make_arg_parser, which adds model_ta
 --api-server-count, --config, --grpc, then FrontendArgs and AsyncEngineArgs) and prints, in
 registration order, each option's strings, dest, action, type, choices, nargs, default, group
 and help. Nothing here depends on the machine, so two runs print the same bytes.
+
+``type_wraps`` names what a type function wraps (vLLM's ``optional_type(int)`` is a closure
+over ``int``, a JSON dataclass flag's ``parse_dataclass`` takes its class as a default), so
+that a table built from the capture (the simulator's) converts values as vLLM does; ``const``
+is what a bare ``--flag`` stores when its value is optional (``nargs="?"``).
 """
 
 from __future__ import annotations
@@ -57,6 +62,19 @@ def serve_parser() -> argparse.ArgumentParser:
     return make_arg_parser(subparsers.add_parser("serve", usage="vllm serve [model_tag] [options]"))
 
 
+def _wraps(function: Any) -> list[str]:
+    """The callables `function` closes over or takes as defaults, depth first, by name."""
+    found: list[str] = []
+    inner = [cell.cell_contents for cell in getattr(function, "__closure__", None) or ()]
+    inner += list(getattr(function, "__defaults__", None) or ())
+    for value in inner:
+        if callable(value):
+            found.append(str(_name(value)))
+            if not isinstance(value, type):
+                found += _wraps(value)
+    return found
+
+
 def describe(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
     group_of = {
         id(action): group.title
@@ -76,9 +94,11 @@ def describe(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
                 "dest": action.dest,
                 "action": type(action).__name__,
                 "type": _name(action.type),
+                "type_wraps": _wraps(action.type) if action.type is not None else [],
                 "choices": None if action.choices is None else _plain(list(action.choices)),
                 "nargs": action.nargs,
                 "default": _plain(action.default),
+                "const": _plain(action.const),
                 "required": action.required,
                 "deprecated": action in deprecated or bool(getattr(action, "deprecated", False)),
                 "group": group_of.get(id(action)),

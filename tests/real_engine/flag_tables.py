@@ -4,8 +4,10 @@
 (every option from vLLM's parser: strings, dest, type, choices, nargs, default, group, help).
 test_flags.py holds the capture to the pinned parser; ``compare`` sets it beside the product's
 table (deployments/engine_flags.py) and the simulator's (simulator/vllm_cli/flags.py).
+``captures/vllm-0.32.0-serve-argv.json`` is what ``dump_serve_argv.py`` prints: how that parser
+reads a set of command lines (tests/simulator/test_vllm_cli_parity.py holds the simulator to it).
 
-    python tests/real_engine/flag_tables.py            # refresh the capture from the parser
+    python tests/real_engine/flag_tables.py            # refresh both captures from the parser
     python tests/real_engine/flag_tables.py --report   # print the differences as JSON
 """
 
@@ -29,14 +31,17 @@ from tests.real_engine.captures import CAPTURES
 
 CAPTURE = CAPTURES / f"vllm-{environment.VLLM_VERSION}-flags.json"
 DUMP = Path(__file__).with_name("dump_flags.py")
+ARGV_CAPTURE = CAPTURES / f"vllm-{environment.VLLM_VERSION}-serve-argv.json"
+ARGV_DUMP = Path(__file__).with_name("dump_serve_argv.py")
 
 
-def dump_text(env: environment.RealEnv) -> str:
-    """What the pinned parser prints (dump_flags.py in the real-engine venv)."""
+def dump_text(env: environment.RealEnv, script: Path = DUMP) -> str:
+    """What the pinned parser prints (dump_flags.py, or another dump, in the real-engine
+    venv)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     environ.update({"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"})
     done = subprocess.run(
-        [str(env.python), str(DUMP)],
+        [str(env.python), str(script)],
         capture_output=True,
         text=True,
         env=environ,
@@ -44,7 +49,7 @@ def dump_text(env: environment.RealEnv) -> str:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"dump_flags.py exited {done.returncode}:\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"{script.name} exited {done.returncode}:\n{done.stderr[-4000:]}")
     return done.stdout
 
 
@@ -136,10 +141,14 @@ def main(argv: list[str] | None = None) -> int:
         differences = compare(load_capture(), product, simulator)
         print(json.dumps({"counts": differences.counts(), **asdict(differences)}, indent=1))
         return 0
-    text = dump_text(environment.ensure())
+    env = environment.ensure()
+    text = dump_text(env)
     CAPTURE.parent.mkdir(exist_ok=True)
     CAPTURE.write_text(text, encoding="utf-8")
     print(f"wrote {CAPTURE} ({json.loads(text)['count']} options)")
+    text = dump_text(env, ARGV_DUMP)  # reads the flags capture for its random words
+    ARGV_CAPTURE.write_text(text, encoding="utf-8")
+    print(f"wrote {ARGV_CAPTURE} ({len(json.loads(text)['cases'])} command lines)")
     return 0
 
 

@@ -37,6 +37,26 @@ def test_the_flag_capture_is_what_the_pinned_parser_prints(
     assert all(option["help"] for option in document["options"])
 
 
+@pytest.mark.real_engine
+@pytest.mark.timeout(900)
+def test_the_command_line_capture_is_how_the_pinned_parser_reads(
+    real_env: environment.RealEnv,
+) -> None:
+    printed = flag_tables.dump_text(real_env, flag_tables.ARGV_DUMP)
+    assert flag_tables.ARGV_CAPTURE.read_text(encoding="utf-8") == printed, (
+        f"{flag_tables.ARGV_CAPTURE.name} is not how vLLM {environment.VLLM_VERSION}'s parser "
+        "reads its command lines: refresh it with `python tests/real_engine/flag_tables.py`"
+    )
+    cases = {tuple(case["argv"]): case for case in json.loads(printed)["cases"]}
+    # Facts the simulator is to be held to (issue 19).
+    assert cases[("/models/m", "--disable-log-requests")]["exit"] == 2
+    assert cases[("/models/m", "-O", "3")]["ok"]["optimization_level"] == "3"
+    assert cases[("/models/m", "--device-memory-utilization", "0.5")]["ok"] == {
+        "model_tag": "/models/m",
+        "gpu_memory_utilization": 0.5,
+    }
+
+
 def _capture(*options: dict[str, object]) -> dict[str, object]:
     return {"vllm_version": "9.9.9", "options": list(options)}
 

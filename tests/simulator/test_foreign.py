@@ -12,7 +12,7 @@ from tests.fleet import FleetHandle, ssh
 
 UNIT = catalog.DEFAULT_UNIT
 FAULT = "foreign_gpu_process"
-FULL = int(0.9 * GPU_MEMORY_MIB)
+FULL = int(0.92 * GPU_MEMORY_MIB)  # vLLM 0.32's default --gpu-memory-utilization
 APPS = commands.join(
     [
         "nvidia-smi",
@@ -92,7 +92,7 @@ def test_a_start_that_needs_the_memory_they_hold_fails(sim_fleet: FleetHandle) -
     assert match and abs(float(match.group(1)) - (GPU_MEMORY_MIB - 4096) / 1024) < 0.01
     assert "(0.97, 92.72 GiB)" in journal
 
-    # With the default 0.9 the same start fits next to them.
+    # With the default 0.92 the same start fits next to them.
     sim_fleet.set_unit_file("gpu-01", UNIT, catalog.unit_file_text(revision=3), reload=True)
     sim_fleet.start_unit("gpu-01")
     sim_fleet.wait_for_unit("gpu-01", UNIT, "ready", timeout=5)
@@ -141,7 +141,7 @@ def test_how_much_they_hold_can_be_set(sim_fleet: FleetHandle) -> None:
     state = sim_fleet.state("gpu-01")
     assert [p["pid"] for p in state["foreign_processes"]] == pids
     assert {p["used_memory_mib"] for p in state["foreign_processes"]} == {12288}
-    # 0.9 of each GPU is no longer free: the start fails vLLM's free-memory check.
+    # 0.92 of each GPU is no longer free: the start fails vLLM's free-memory check.
     sim_fleet.start_unit("gpu-01")
     unit = sim_fleet.wait_for_unit("gpu-01", UNIT, "failed", timeout=5)
     assert unit["last_exit"] == {"failure": "free_memory", "status": 1}

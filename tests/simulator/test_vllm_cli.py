@@ -1,4 +1,4 @@
-"""`vllm serve`'s command line as the simulated engine reads it: argparse, as vLLM 0.11 drives it.
+"""`vllm serve`'s command line as the simulated engine reads it: argparse, as vLLM 0.32 drives it.
 
 Pure tests of `parse_vllm_argv`: what serves (model, names, parallelism, port, host) for a given
 command line, the usage errors vLLM prints, and that no input makes the parser raise.
@@ -114,11 +114,18 @@ def test_unknown_flags_and_bad_values_are_usage_errors() -> None:
     assert parse(MODEL, "--trust-remote-code=yes").usage_error == (
         "argument --trust-remote-code/--no-trust-remote-code: ignored explicit argument 'yes'"
     )
-    assert parse(MODEL, "-q", "int3").usage_error.startswith(  # type: ignore[union-attr]
-        "argument --quantization/-q: invalid choice: 'int3' (choose from 'auto-round', 'awq',"
+    # vLLM 0.32 takes any --quantization at parse time (the engine checks it later).
+    assert ok(MODEL, "-q", "int3").quantization == "int3"
+    assert parse(MODEL, "--dtype", "fp16").usage_error == (
+        "argument --dtype: invalid choice: 'fp16' (choose from 'auto', 'bfloat16', 'float', "
+        "'float16', 'float32', 'half')"
+    )
+    # optional_type(int) in vLLM 0.32 goes through parse_type: its message, not argparse's.
+    assert parse(MODEL, "--max-log-len=x").usage_error == (
+        "argument --max-log-len: Value x cannot be converted to <class 'int'>."
     )
     assert parse(MODEL, "--max-model-len=lots").usage_error == (
-        "argument --max-model-len: invalid human_readable_int value: 'lots'"
+        "argument --max-model-len: invalid human_readable_int_or_auto value: 'lots'"
     )
     assert parse(MODEL, "--served-model-name").usage_error == (
         "argument --served-model-name: expected at least one argument"
@@ -136,8 +143,12 @@ def test_served_model_name_takes_several_names() -> None:
     engine = ok(MODEL, "--served-model-name", "kimi", "kimi-k2.5", "--port", "8001")
     assert engine.served_names == ("kimi", "kimi-k2.5") and engine.served_name == "kimi"
     assert engine.port == 8001
-    # nargs="+" is greedy: a positional after the names is one more name.
-    assert ok("--served-model-name", "a", MODEL).served_names == ("a", MODEL)
+    # nargs="+" is greedy: a positional after the names would be one more name, so vLLM 0.32
+    # refuses --served-model-name before the positional model.
+    before = parse("--served-model-name", "a", MODEL).cli_failure
+    assert before is not None and before.exception.startswith(
+        "ValueError: `model` should be provided as the first positional argument"
+    )
 
 
 def test_the_model_positional_or_model_flag() -> None:
@@ -188,14 +199,14 @@ def test_booleans_and_numbers() -> None:
     assert ok(MODEL, "--no-trust-remote-code").trust_remote_code is False
     assert ok(MODEL, "--max-model-len=32k").max_model_len == 32000
     assert ok(MODEL, "--max-model-len=32K").max_model_len == 32768
+    assert ok(MODEL, "--max-model-len=auto").max_model_len is None  # -1: what the memory holds
     engine = ok(
         MODEL,
         "--max-num-seqs=64",
         "--max-num-batched-tokens=16k",
         "--kv-cache-dtype=fp8",
         "--dtype=bfloat16",
-        "--swap-space=8",
-        "--disable-log-requests",
+        "--enable-log-requests",
         "--disable-log-stats",
         "--enable-chunked-prefill",
         "--allowed-local-media-path=/srv/media",
@@ -207,6 +218,15 @@ def test_booleans_and_numbers() -> None:
     assert (engine.max_num_seqs, engine.max_num_batched_tokens) == (64, 16000)
     assert (engine.kv_cache_dtype, engine.dtype, engine.load_format) == ("fp8", "bfloat16", "dummy")
     assert engine.tokenizer == "/models/tok"
+    # Flags vLLM 0.11 had and 0.32 does not.
+    assert parse(MODEL, "--swap-space=8", "--disable-log-requests").usage_error == (
+        "unrecognized arguments: --swap-space=8 --disable-log-requests"
+    )
+    assert parse(MODEL, "--task", "embed").usage_error == (
+        "unrecognized arguments: --task embed\n\nHint: --task is not a vllm serve option. For "
+        "embedding, reranking, or reward models, use --runner pooling. To adapt a generative "
+        "model for pooling, also use --convert embed, --convert classify, or --convert reward."
+    )
 
 
 def test_the_api_key_is_never_kept() -> None:
@@ -225,9 +245,18 @@ def test_help_exits_before_anything_else() -> None:
 
 
 def test_dotted_arguments_fold_into_json() -> None:
-    engine = ok(MODEL, "--compilation-config.level", "3", "-O3")
-    assert ("compilation_config", {"level": 3}) in engine.non_default
-    assert parse(MODEL, "--compilation-config.level").cli_failure is not None
+    engine = ok(MODEL, "-cc.mode", "3", "-cc.max_cudagraph_capture_size=1k")
+    assert ("compilation_config", {"mode": 3, "max_cudagraph_capture_size": 1000}) in (
+        engine.non_default
+    )
+    # One JSON argument per spelling: the long one's and the short one's, the last one wins.
+    assert ("compilation_config", {"mode": 2}) in ok(
+        MODEL, "-cc.mode=3", "--compilation-config.mode=2"
+    ).non_default
+    assert parse(MODEL, "--compilation-config.mode").cli_failure is not None
+    # -O3 is the optimization level in vLLM 0.32 (it was -O.level, the compilation level).
+    assert ("optimization_level", "3") in ok(MODEL, "-O3").non_default
+    assert ("optimization_level", "1") in ok(MODEL, "-O", "1").non_default
 
 
 def test_config_files_are_read_when_the_process_starts() -> None:
