@@ -94,6 +94,9 @@ class CheckOutcome(models.TextChoices):
     PASSED = "passed", "passed"
     FAILED = "failed", "failed"
     INCONCLUSIVE = "inconclusive", "inconclusive"
+    # Not run, with the reason in its detail (a long-context check on a context too small for
+    # it): neither passes nor fails the suite, like inconclusive.
+    SKIPPED = "skipped", "skipped"
 
 
 class BenchmarkEndpoint(models.TextChoices):

@@ -60,10 +60,15 @@ class EvaluationBriefSerializer(serializers.ModelSerializer):
 class EvaluationSerializer(EvaluationBriefSerializer):
     profile_id = serializers.IntegerField(read_only=True, allow_null=True)
     results = serializers.JSONField(
+        source="results_as_read",
         read_only=True,
-        help_text="coherence: {checks: [{name, kind, outcome, detail, prompt, answer, "
-        "prompt_tokens, ...}]}; benchmark: {profile, levels: [{concurrency, output_tok_s, "
-        "requests_s, ttft_ms: {p50, p99}, itl_ms: {p50, p99}, errors, ...}]}.",
+        help_text="coherence: {checks: [{name, kind, outcome (passed, failed, inconclusive or "
+        "skipped), detail, prompt, answer, prompt_tokens, ...}]}; benchmark: {profile, levels: "
+        "[{schema, concurrency, output_tok_s, requests_s, ttft_ms: {p50, p99}, itl_ms: {p50, "
+        "p99} (per chunk, as vllm bench serve reports ITL; null in levels of schema 1, stored "
+        "before it was measured), itl_per_token_ms: {p50, p99}, tpot_ms: {mean}, "
+        "input_tokens_asked, input_tokens_sent: {mean, min, max}, input_counted_by (tokenize, "
+        "words or prompts), notes, errors, ...}]}.",
     )
 
     class Meta(EvaluationBriefSerializer.Meta):

@@ -18,6 +18,16 @@ from hosts import engine_commands
 
 from ..host_scripts import BenchOutputError, BenchResult, parse_bench_output
 
+# The stored figures of a level (Evaluation.results["levels"]). Schema 2 (the "schema" key):
+# itl_ms is per chunk, as vllm bench serve reports ITL, and itl_per_token_ms is the gap of each
+# chunk split over its tokens; the input length is recorded as asked and as sent. Schema 1
+# (rows stored before, without the key) had only the per-token figure, under the name itl_ms:
+# level_as_read moves it to itl_per_token_ms and leaves itl_ms unknown, so no page or API
+# shows a per-token figure as a per-chunk one. Everything that reads stored levels reads them
+# through level_as_read.
+LEVEL_SCHEMA = 2
+_UNKNOWN = {"p50": None, "p99": None}
+
 # Below this share of the revision's own baseline, the verdict says the host serves slowly.
 SLOW_RATIO = 0.9
 # Time each command keeps for SSH and the client's start-up, beyond the requests themselves.
@@ -83,7 +93,9 @@ def level_result(concurrency: int, output: str) -> dict[str, Any]:
 
 
 def level_figures(result: BenchResult) -> dict[str, Any]:
+    sent = result.input_tokens_sent
     return {
+        "schema": LEVEL_SCHEMA,
         "concurrency": result.concurrency,
         "requests": result.requests,
         "completed": result.completed,
@@ -94,11 +106,34 @@ def level_figures(result: BenchResult) -> dict[str, Any]:
         "requests_s": result.requests_s,
         "input_tokens": result.input_tokens,
         "output_tokens": result.output_tokens,
+        "input_tokens_asked": result.input_tokens_asked,
+        "input_tokens_sent": {"mean": sent.mean, "min": sent.min, "max": sent.max},
+        "input_counted_by": result.input_counted_by,
         "ttft_ms": {"p50": result.ttft_ms.p50, "p99": result.ttft_ms.p99},
         "itl_ms": {"p50": result.itl_ms.p50, "p99": result.itl_ms.p99},
+        "itl_per_token_ms": {
+            "p50": result.itl_per_token_ms.p50,
+            "p99": result.itl_per_token_ms.p99,
+        },
         "tpot_ms": {"mean": result.tpot_ms.mean},
         "error_samples": list(result.error_samples),
+        "notes": list(result.notes),
     }
+
+
+def level_as_read(level: dict[str, Any]) -> dict[str, Any]:
+    """A stored level in today's schema (see LEVEL_SCHEMA): a schema-1 level's itl_ms was per
+    token, so it becomes itl_per_token_ms and its per-chunk ITL is unknown (None)."""
+    if "schema" in level or "error" in level:
+        return level
+    upgraded = {**level, "schema": 1, "itl_ms": dict(_UNKNOWN)}
+    upgraded["itl_per_token_ms"] = level.get("itl_ms") or dict(_UNKNOWN)
+    return upgraded
+
+
+def levels_as_read(results: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A benchmark evaluation's levels, each through level_as_read."""
+    return [level_as_read(level) for level in (results or {}).get("levels", [])]
 
 
 def level_failed(level: dict[str, Any]) -> str | None:

@@ -93,7 +93,7 @@ def _entry(revision: DeploymentRevision, runs: list[Evaluation], current: bool) 
     bench = baseline or (benches[0] if benches else None)  # runs come newest first
     levels = {
         int(level["concurrency"]): level
-        for level in (bench.results.get("levels", []) if bench is not None else [])
+        for level in (bench.levels if bench is not None else [])
         if "output_tok_s" in level
     }
     suite = suites[0] if suites else None

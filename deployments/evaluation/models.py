@@ -10,6 +10,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from ..choices import BenchmarkEndpoint, CheckKind, EvaluationKind, EvaluationPhase
+from .benchmark import levels_as_read
 
 MAX_LEVELS = 8
 MAX_CONCURRENCY = 512
@@ -253,3 +254,17 @@ class Evaluation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} of r{self.revision_id} ({self.phase})"
+
+    @property
+    def levels(self) -> list[dict[str, Any]]:
+        """A benchmark's levels in today's schema (benchmark.level_as_read: rows stored before
+        ITL was per chunk show their per-token figure as such); [] for a suite."""
+        return levels_as_read(self.results) if self.kind == EvaluationKind.BENCHMARK else []
+
+    @property
+    def results_as_read(self) -> dict[str, Any]:
+        """`results` as pages and the API show them: a benchmark's levels through `levels`."""
+        results = dict(self.results or {})
+        if self.kind == EvaluationKind.BENCHMARK and "levels" in results:
+            results["levels"] = self.levels
+        return results

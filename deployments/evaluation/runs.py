@@ -19,7 +19,7 @@ from django.conf import settings
 from hosts import engine_commands, parsers
 from hosts.ssh import SSHFailure
 
-from ..choices import CheckKind, EvaluationKind, EvaluationPhase
+from ..choices import CheckKind, CheckOutcome, EvaluationKind, EvaluationPhase
 from ..host_scripts import SERVING_BENCH
 from ..job import Job
 from ..models import CoherenceCheck, DeploymentRevision, Evaluation, JobStep
@@ -82,9 +82,8 @@ def _close(
     evaluation.save(update_fields=["finished_at", "passed", "summary", "results"])
 
 
-def _ask(job: Job, step: JobStep, check: CoherenceCheck, served: str) -> coherence.Answer:
-    """One request of a check, through curl on the host (body on stdin)."""
-    endpoint, body = coherence.request_for(check, served)
+def _send(job: Job, step: JobStep, endpoint: str, body: dict[str, Any]) -> coherence.Answer:
+    """One request, through curl on the host (body on stdin)."""
     limit = settings.JOB_COMMAND_TIMEOUT_SECONDS
     argv = engine_commands.api_request(job.port, endpoint, max_seconds=max(1, limit - 5))
     result = job.shell.run(step, argv, stdin=json.dumps(body), timeout=limit)
@@ -98,6 +97,34 @@ def _ask(job: Job, step: JobStep, check: CoherenceCheck, served: str) -> coheren
     return coherence.answer_from(endpoint, payload)
 
 
+def _ask(job: Job, step: JobStep, check: CoherenceCheck, served: str) -> coherence.Answer:
+    """One request of a check."""
+    return _send(job, step, *coherence.request_for(check, served))
+
+
+def _long_context(
+    job: Job, step: JobStep, check: CoherenceCheck, served: str, max_model_len: int
+) -> dict[str, Any]:
+    """The long-context check fitted to the revision's context (coherence.context_fit): skipped
+    on a context too small for it; its filler counted by the server first when the configured
+    words might not fit."""
+    fit = coherence.context_fit(check, max_model_len)
+    if fit.skipped is not None:
+        judged = coherence.Judged(
+            CheckOutcome.SKIPPED, fit.skipped, {"max_model_len": max_model_len}
+        )
+        return coherence.result_row(check, [], judged)
+    if fit.calibrate:
+        counted = _send(
+            job, step, "completions", coherence.calibration_request(check, served, fit.words)
+        )
+        if counted.error is None and counted.prompt_tokens:
+            fit = coherence.context_fit(check, max_model_len, (fit.words, counted.prompt_tokens))
+    answer = _send(job, step, *coherence.request_for(check, served, fit.words))
+    judged = coherence.fitted(coherence.judge(check, [answer]), fit, check)
+    return coherence.result_row(check, [answer], judged)
+
+
 def coherence_run(job: Job, revision: DeploymentRevision, phase: str) -> Evaluation:
     """The model's suite against what serves now; the Evaluation says whether it passed."""
     checks = coherence.suite_for(revision.model)
@@ -108,6 +135,9 @@ def coherence_run(job: Job, revision: DeploymentRevision, phase: str) -> Evaluat
         results: list[dict[str, Any]] = []
         compare = [c for c in checks if c.kind == CheckKind.PREVIOUS_REVISION]
         for check in (c for c in checks if c.kind != CheckKind.PREVIOUS_REVISION):
+            if check.kind == CheckKind.LONG_CONTEXT:
+                results.append(_long_context(job, step, check, served, revision.max_model_len))
+                continue
             times = 2 if check.kind == CheckKind.DETERMINISM else 1
             answers = [_ask(job, step, check, served) for _ in range(times)]
             results.append(coherence.result_row(check, answers, coherence.judge(check, answers)))
@@ -166,10 +196,23 @@ def _bench_level(job: Job, phase: str, profile: str, level: benchmark.Level) -> 
                     "error": f"exited {result.exit_status}: {result.stderr.strip()[-200:]}",
                 }
         why = benchmark.level_failed(row)
-        step.output = why or (
-            f"{row['output_tok_s']:,.1f} output tok/s, {row['requests_s']:.2f} req/s, TTFT p50 "
-            f"{row['ttft_ms']['p50']:.0f} ms, ITL p50 {row['itl_ms']['p50'] or 0:.1f} ms"
-        )
+        step.output = why or _level_line(row)
         if why:
             raise _StepFailed(why)
     return row
+
+
+def _level_line(row: dict[str, Any]) -> str:
+    """A level's figures in one line, for the job's step (and its notes, each on its own)."""
+    sent = row["input_tokens_sent"]
+    asked = row["input_tokens_asked"]
+    if asked is not None and sent["mean"] is not None:
+        prompt = f", input {asked} tokens asked, {sent['mean']:g} sent ({row['input_counted_by']})"
+    else:
+        prompt = ""
+    line = (
+        f"{row['output_tok_s']:,.1f} output tok/s, {row['requests_s']:.2f} req/s, TTFT p50 "
+        f"{row['ttft_ms']['p50']:.0f} ms, ITL p50 {row['itl_ms']['p50'] or 0:.1f} ms per chunk, "
+        f"{row['itl_per_token_ms']['p50'] or 0:.1f} ms per token{prompt}"
+    )
+    return "\n".join([line, *row.get("notes", [])])

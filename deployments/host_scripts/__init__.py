@@ -13,7 +13,13 @@ from importlib import resources
 
 from hosts import engine_commands
 
-from .bench_output import BenchOutputError, BenchResult, LatencyStats, parse_bench_output
+from .bench_output import (
+    BenchOutputError,
+    BenchResult,
+    LatencyStats,
+    TokenCounts,
+    parse_bench_output,
+)
 
 SERVING_BENCH: str = resources.files(__name__).joinpath("serving_bench.py").read_text("utf-8")
 
@@ -57,6 +63,7 @@ __all__ = [
     "BenchOutputError",
     "BenchResult",
     "LatencyStats",
+    "TokenCounts",
     "parse_bench_output",
     "serving_bench_argv",
 ]

@@ -12,11 +12,19 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-OUTPUT_VERSION = 1
-_STATS = ("ttft_ms", "itl_ms", "tpot_ms", "e2el_ms")
+# 2: itl_ms is per chunk as vllm bench serve reports it, itl_per_token_ms what itl_ms was in 1;
+# the input length asked, sent and how it was counted; notes. The client is sent with every run,
+# so only its own version is read; stored figures of version 1 are read by
+# deployments.evaluation.benchmark.level_as_read.
+OUTPUT_VERSION = 2
+_STATS = ("ttft_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2el_ms")
 _COUNTS = ("concurrency", "requests", "completed", "errors", "output_tokens", "input_tokens")
 _RATES = ("duration_s", "output_tok_s", "total_tok_s", "requests_s")
-_FIELDS = frozenset({"ok", "version", *_COUNTS, *_RATES, *_STATS, "error_samples"})
+_INPUT = ("input_tokens_asked", "input_tokens_sent", "input_counted_by")
+COUNTED_BY = frozenset({"tokenize", "words", "prompts"})
+_FIELDS = frozenset(
+    {"ok", "version", *_COUNTS, *_RATES, *_STATS, *_INPUT, "error_samples", "notes"}
+)
 
 
 class BenchOutputError(ValueError):
@@ -33,6 +41,15 @@ class LatencyStats:
 
 
 @dataclass(frozen=True)
+class TokenCounts:
+    """A prompt length per completed request; None when no request completed."""
+
+    mean: float | None
+    min: int | None
+    max: int | None
+
+
+@dataclass(frozen=True)
 class BenchResult:
     concurrency: int
     requests: int
@@ -41,14 +58,19 @@ class BenchResult:
     duration_s: float
     output_tokens: int
     input_tokens: int
+    input_tokens_asked: int | None  # per request; None for a fixed prompt set
+    input_tokens_sent: TokenCounts  # per request, as the server counted them
+    input_counted_by: str  # "tokenize", "words" (no /tokenize) or "prompts" (a fixed set)
     output_tok_s: float
     total_tok_s: float
     requests_s: float
     ttft_ms: LatencyStats
-    itl_ms: LatencyStats
+    itl_ms: LatencyStats  # per chunk: vllm bench serve's ITL
+    itl_per_token_ms: LatencyStats
     tpot_ms: LatencyStats
     e2el_ms: LatencyStats
     error_samples: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 def _shown(text: str) -> str:
@@ -103,13 +125,33 @@ def _stats(payload: dict[str, Any], key: str) -> LatencyStats:
     return LatencyStats(parts["mean"], parts["p50"], parts["p99"])
 
 
-def _samples(payload: dict[str, Any]) -> tuple[str, ...]:
-    samples = payload["error_samples"]
+def _strings(payload: dict[str, Any], key: str) -> tuple[str, ...]:
+    samples = payload[key]
     if not isinstance(samples, list) or len(samples) > 5:
-        raise BenchOutputError(f"error_samples must be a list of at most 5, got {samples!r}")
+        raise BenchOutputError(f"{key} must be a list of at most 5, got {samples!r}")
     if not all(isinstance(s, str) for s in samples):
-        raise BenchOutputError("error_samples must hold strings")
+        raise BenchOutputError(f"{key} must hold strings")
     return tuple(samples)
+
+
+def _input(payload: dict[str, Any], completed: int) -> tuple[int | None, TokenCounts, str]:
+    asked = payload["input_tokens_asked"]
+    if asked is not None and (type(asked) is not int or asked < 1):
+        raise BenchOutputError(f"input_tokens_asked must be a positive integer, got {asked!r}")
+    sent = payload["input_tokens_sent"]
+    if not isinstance(sent, dict) or set(sent) != {"mean", "min", "max"}:
+        raise BenchOutputError(f"input_tokens_sent must have mean, min and max, got {sent!r}")
+    missing = [v is None for v in sent.values()]
+    if any(missing) != all(missing) or all(missing) != (completed == 0):
+        raise BenchOutputError(f"input_tokens_sent does not match {completed} completed requests")
+    low, high = sent["min"], sent["max"]
+    if completed and (type(low) is not int or type(high) is not int or not 0 <= low <= high):
+        raise BenchOutputError(f"input_tokens_sent min and max must be counts, got {sent!r}")
+    mean = None if sent["mean"] is None else _number(sent["mean"], "input_tokens_sent.mean")
+    by = payload["input_counted_by"]
+    if by not in COUNTED_BY:
+        raise BenchOutputError(f"input_counted_by must be one of {sorted(COUNTED_BY)}, got {by!r}")
+    return asked, TokenCounts(mean, low, high), by
 
 
 def parse_bench_output(text: str) -> BenchResult:
@@ -137,7 +179,8 @@ def parse_bench_output(text: str) -> BenchResult:
     for key in ("ttft_ms", "e2el_ms"):  # every completed request has these two
         if (stats[key].mean is None) != (counts["completed"] == 0):
             raise BenchOutputError(f"{key} does not match {counts['completed']} completed requests")
-    samples = _samples(payload)
+    samples = _strings(payload, "error_samples")
+    asked, sent, counted_by = _input(payload, counts["completed"])
     if counts["errors"] and not samples:
         raise BenchOutputError("errors were counted but no error sample was given")
     return BenchResult(
@@ -148,12 +191,17 @@ def parse_bench_output(text: str) -> BenchResult:
         duration_s=rates["duration_s"],
         output_tokens=counts["output_tokens"],
         input_tokens=counts["input_tokens"],
+        input_tokens_asked=asked,
+        input_tokens_sent=sent,
+        input_counted_by=counted_by,
         output_tok_s=rates["output_tok_s"],
         total_tok_s=rates["total_tok_s"],
         requests_s=rates["requests_s"],
         ttft_ms=stats["ttft_ms"],
         itl_ms=stats["itl_ms"],
+        itl_per_token_ms=stats["itl_per_token_ms"],
         tpot_ms=stats["tpot_ms"],
         e2el_ms=stats["e2el_ms"],
         error_samples=samples,
+        notes=_strings(payload, "notes"),
     )

@@ -5,25 +5,42 @@ uses the standard library only and runs on Python 3.9 and later. It prints exact
 object on stdout and exits 0 whenever it printed it; a failing server (connection refused, HTTP
 4xx/5xx, a timeout) is counted in `errors`, with up to five short samples.
 
-Metrics follow `vllm bench serve`:
+Metrics follow `vllm bench serve` (vllm/benchmarks/lib/endpoint_request_func.py):
 
-- TTFT: from sending the request to the first chunk that carries text.
-- ITL: the gaps between successive text chunks. Where this differs: when the server reports
-  usage in every chunk (`continuous_usage_stats`, which vLLM honours) and a chunk carries k
-  tokens, its gap counts as k gaps of gap/k, so ITL stays per token rather than per chunk.
+- A token chunk is a streamed chunk that carries a choice, whatever its text: a token that ends
+  inside a UTF-8 character streams as "" and is still a token, and so is a chat delta that
+  carries only `reasoning` (vLLM 0.32) or `reasoning_content` (older). The trailing usage chunk
+  (no choices) is not one.
+- TTFT: from sending the request to the first token chunk (a reasoning model's first thought).
+- ITL (`itl_ms`): the gaps between successive token chunks, one sample per chunk, as vllm bench
+  serve reports it: with `--stream-interval 4` a chunk carries four tokens and one gap.
+- ITL per token (`itl_per_token_ms`): when the server reports usage in every chunk
+  (`continuous_usage_stats`, which vLLM honours) and a chunk carries k tokens, its gap counts as
+  k gaps of gap/k; without usage it equals ITL. Output version 1 had only this, named itl_ms.
 - TPOT: per request, (E2EL - TTFT) / (output tokens - 1), for requests with more than one token.
-- E2EL: from sending the request to its last text chunk. Requests/s counts completed ones.
+- E2EL: from sending the request to its last token chunk. Requests/s counts completed ones.
 - Output throughput: output tokens over the duration (first send to last end); total adds input.
-- Token counts come from the server's `usage`, else the text chunks and the prompt's words.
-- Also different: a chat chunk with only the assistant role is not a token. Percentiles are
+- Token counts come from the server's `usage`, else the token chunks and the prompt's planned
+  length.
+- Where this differs: a chat chunk with only the assistant's role is not a token (vLLM's own
+  benchmark takes it as the first chunk; vLLM sends it with the first token, so TTFT is the
+  same, but vllm bench serve then counts a near-zero ITL sample for it). Percentiles are
   numpy's default (linear).
 
-Prompts are synthetic and deterministic: request i of seed s draws N words from a fixed list of
-common English words (random.Random(s * 1000003 + i)), so `--input-tokens N` sends N words. A
-common lowercase word after a space is one token in the usual BPE vocabularies, so a prompt is
-about N tokens (a tokenizer that prepends a BOS adds one). Each request gets different words,
-so a prefix cache does not flatter the numbers. `--prompt TEXT` (repeatable) is a fixed prompt
-set instead: request i sends the (i mod n)-th (vllm bench serve's custom dataset).
+Prompts are synthetic and deterministic: request i of seed s draws words from a fixed list of
+common English words (random.Random(s * 1000003 + i)), so a prefix cache does not flatter the
+numbers. `--input-tokens N` is counted in the model's tokens with the server's `/tokenize`
+(vLLM): before the clock starts, the client asks it once for "the" and once for "the WORD" for
+each word of the list (about a hundred short calls a run, none while measuring), and builds each
+prompt as "the" and words until the server's count is N (special tokens such as a BOS
+included, as the server's usage counts them). A server without `/tokenize` (SGLang, older
+servers), or one whose counts do not add up word by word, gets N words instead, about N tokens,
+and `notes` says so; the run goes on either way. `input_tokens_asked` is N and
+`input_tokens_sent` what each request sent (the server's usage, else the planned count), and
+`input_counted_by` says how the prompts were sized ("tokenize", "words" or "prompts"). For chat,
+N is the user message's length: the chat template's tokens come on top, as in vllm bench serve.
+`--prompt TEXT` (repeatable) is a fixed prompt set instead: request i sends the (i mod n)-th
+(vllm bench serve's custom dataset).
 
 Bad arguments exit 2 with argparse's usage and no JSON; anything else unexpected prints
 {"ok": false, "error": ...}. The API key, if any, is read from the environment variable
@@ -43,8 +60,12 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-VERSION = 1
+# 2: itl_ms per chunk (vllm bench serve's ITL) and itl_per_token_ms; input_tokens_asked/sent,
+# input_counted_by and notes. 1 had itl_ms per token and counted the input in words.
+VERSION = 2
 MAX_ERROR_SAMPLES = 5
+MAX_NOTES = 5
+FIRST_WORD = "the"  # every sized prompt starts with it: its cost is measured with the specials
 WORDS = (  # noqa: SIM905 - as a list literal, a line each
     "the of and to in is was for on that with as by at from his her they this have had not are "
     "but one all were when we there can an which their said if do will each about how up out "
@@ -86,11 +107,93 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _word_stream(seed: int, index: int) -> random.Random:
+    return random.Random(seed * 1000003 + index)
+
+
 def prompt_for(seed: int, index: int, words: int, prompts: list[str] | None = None) -> str:
+    """Request `index`'s prompt of `words` words (or the fixed set's), without /tokenize."""
     if prompts:
         return prompts[index % len(prompts)]
-    rng = random.Random(seed * 1000003 + index)
+    rng = _word_stream(seed, index)
     return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+class Unavailable(Exception):
+    """The server cannot count tokens for us; the message says why (it becomes a note)."""
+
+
+class Prompts:
+    """The prompts of a run, sized in the model's tokens when the server's /tokenize counts.
+
+    `prepare` runs before the clock: one /tokenize call for FIRST_WORD (with whatever special
+    tokens the server adds) and one for FIRST_WORD and each word of the list; a word's cost is
+    the difference, the same wherever it stands (tokenizers split on spaces before they merge).
+    One more call checks the sum on request 0's prompt. After that a prompt of any length is
+    built without asking again (cached per run).
+    """
+
+    def __init__(self, target: Target, args: argparse.Namespace) -> None:
+        self.target = target
+        self.args = args
+        self.fixed = list(args.prompt)
+        self.asked: int | None = None if self.fixed else args.input_tokens
+        self.counted_by = "prompts" if self.fixed else "words"
+        self.notes: list[str] = []
+        self.base = 0  # tokens of FIRST_WORD alone, special tokens included
+        self.costs: dict[str, int] = {}
+
+    def note(self, text: str) -> None:
+        if text not in self.notes and len(self.notes) < MAX_NOTES:
+            self.notes.append(text[:200])
+
+    def prepare(self) -> None:
+        if self.fixed:
+            return
+        try:
+            self.base = self.target.count_tokens(FIRST_WORD)
+            for word in dict.fromkeys(WORDS):
+                cost = self.target.count_tokens(FIRST_WORD + " " + word) - self.base
+                if cost < 1:
+                    raise Unavailable(f"/tokenize counted {cost} tokens for {word!r}")
+                self.costs[word] = cost
+            self.counted_by = "tokenize"
+            text, planned = self.prompt(0)
+            counted = self.target.count_tokens(text)
+        except Unavailable as exc:
+            self.costs, self.counted_by = {}, "words"
+            self.note(f"{exc}: each prompt is {self.asked} words, about {self.asked} tokens")
+            return
+        if counted != planned:  # the counts do not add up word by word on this tokenizer
+            self.costs, self.counted_by = {}, "words"
+            self.note(
+                f"/tokenize counted {counted} tokens for a prompt sized to {planned} word by "
+                f"word: each prompt is {self.asked} words, about {self.asked} tokens"
+            )
+
+    def prompt(self, index: int) -> tuple[str, int]:
+        """(request `index`'s prompt, its planned length in tokens)."""
+        args = self.args
+        if not self.costs:
+            text = prompt_for(args.seed, index, args.input_tokens, self.fixed)
+            return text, len(text.split())
+        rng = _word_stream(args.seed, index)
+        words, remaining = [FIRST_WORD], args.input_tokens - self.base
+        while remaining > 0:
+            word = rng.choice(WORDS)
+            if self.costs[word] > remaining:  # the last few tokens: a word that fits
+                fitting = [w for w in WORDS if self.costs[w] <= remaining]
+                if not fitting:
+                    break
+                word = rng.choice(fitting)
+            words.append(word)
+            remaining -= self.costs[word]
+        if remaining and index == 0:  # every prompt is built alike: say it once
+            self.note(
+                f"prompts are {args.input_tokens - remaining} tokens: the closest the "
+                f"server's tokenizer allows to {args.input_tokens}"
+            )
+        return " ".join(words), args.input_tokens - remaining
 
 
 class Target:
@@ -103,16 +206,48 @@ class Target:
         self.port = url.port or (443 if self.https else 80)
         suffix = "/v1/chat/completions" if args.endpoint == "chat" else "/v1/completions"
         self.path = url.path.rstrip("/") + suffix
+        self.tokenize_path = url.path.rstrip("/") + "/tokenize"
         self.chat = args.endpoint == "chat"
         self.args = args
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
         if key:
             self.headers["Authorization"] = "Bearer " + key
+        self._counter: http.client.HTTPConnection | None = None
 
     def connect(self) -> http.client.HTTPConnection:
         kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         return kind(self.host, self.port, timeout=self.args.timeout)
+
+    def count_tokens(self, text: str) -> int:
+        """The server's count of `text` in the model's tokens (POST /tokenize, as vLLM serves
+        it: special tokens included, as a completion's usage counts them); Unavailable when it
+        cannot say."""
+        body = json.dumps({"model": self.args.model, "prompt": text}).encode()
+        headers = {k: v for k, v in self.headers.items() if k != "Accept"}
+        try:
+            if self._counter is None:
+                self._counter = self.connect()
+            self._counter.request("POST", self.tokenize_path, body=body, headers=headers)
+            response = self._counter.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.close_counter()
+            raise Unavailable("/tokenize did not answer (" + _describe(exc) + ")") from exc
+        if response.status != 200:
+            raise Unavailable(f"the server has no /tokenize (HTTP {response.status})")
+        try:
+            count = json.loads(raw.decode("utf-8", "replace")).get("count")
+        except (ValueError, AttributeError):
+            count = None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise Unavailable("/tokenize answered without a count")
+        return count
+
+    def close_counter(self) -> None:
+        if self._counter is not None:
+            self._counter.close()
+            self._counter = None
 
     def body(self, prompt: str) -> bytes:
         args = self.args
@@ -135,32 +270,45 @@ class Target:
 class Outcome:
     """One request's measurements (times in seconds from its send)."""
 
-    def __init__(self, words: int) -> None:
+    def __init__(self, planned: int) -> None:
         self.ok = False
         self.error = ""
         self.ttft = 0.0
         self.e2el = 0.0
-        self.itl: list[float] = []
+        self.itl: list[float] = []  # one gap per token chunk (vllm bench serve's ITL)
+        self.itl_per_token: list[float] = []  # a chunk's gap split over its tokens
         self.chunks = 0
         self.output_tokens: int | None = None  # from usage
-        self.input_tokens: int | None = None
-        self.words = words
+        self.input_tokens: int | None = None  # from usage
+        self.planned = planned  # the prompt's length as built: tokens, or words without /tokenize
         self.finished_at = 0.0  # perf_counter
 
     @property
     def tokens(self) -> int:
         return self.output_tokens if self.output_tokens is not None else self.chunks
 
+    @property
+    def sent(self) -> int:
+        """The prompt's tokens: the server's usage, else as planned."""
+        return self.input_tokens if self.input_tokens is not None else self.planned
 
-def _chunk_text(data: dict[str, object], chat: bool) -> str:
+
+_DELTA_PARTS = ("content", "reasoning", "reasoning_content", "tool_calls")
+
+
+def _carries_token(data: dict[str, object], chat: bool) -> bool:
+    """Whether a chunk carries generated tokens: any choice does, as vllm bench serve takes it,
+    even with empty text (a token ending inside a UTF-8 character) or only reasoning, except
+    the chat stream's opening chunk that carries the assistant's role and nothing else."""
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return ""
-    part = choices[0].get("delta") if chat else choices[0]  # chat streams deltas
-    if not isinstance(part, dict):
-        return ""
-    text = (part.get("content") or part.get("reasoning_content")) if chat else part.get("text")
-    return text if isinstance(text, str) else ""
+        return False
+    if not chat:
+        return True
+    delta = choices[0].get("delta")
+    if not isinstance(delta, dict):
+        return True
+    return "role" not in delta or any(delta.get(k) for k in _DELTA_PARTS)
 
 
 def _usage(data: dict[str, object]) -> tuple[int | None, int | None]:
@@ -178,7 +326,7 @@ def _read_stream(
     response: http.client.HTTPResponse, outcome: Outcome, chat: bool, sent: float, deadline: float
 ) -> None:
     last = sent
-    seen_tokens = 0  # the usage count at the last text chunk, for per-token ITL
+    seen_tokens = 0  # the usage count at the last token chunk, for per-token ITL
     while True:
         raw = response.readline()
         now = time.perf_counter()
@@ -202,12 +350,14 @@ def _read_stream(
         done, prompt = _usage(data)
         if prompt is not None:
             outcome.input_tokens = prompt
-        if _chunk_text(data, chat):
+        if _carries_token(data, chat):
             if outcome.chunks == 0:
                 outcome.ttft = now - sent
             else:
+                gap = now - last
+                outcome.itl.append(gap)
                 count = done - seen_tokens if done is not None and done > seen_tokens else 1
-                outcome.itl.extend([(now - last) / count] * count)
+                outcome.itl_per_token.extend([gap / count] * count)
             outcome.chunks += 1
             last = now
             seen_tokens = done if done is not None else seen_tokens + 1
@@ -237,9 +387,10 @@ def _http_error(response: http.client.HTTPResponse) -> BenchError:
 class Worker:
     """One connection, sending requests back to back until the shared schedule says stop."""
 
-    def __init__(self, target: Target, schedule: Schedule) -> None:
+    def __init__(self, target: Target, schedule: Schedule, prompts: Prompts) -> None:
         self.target = target
         self.schedule = schedule
+        self.prompts = prompts
         self.conn: http.client.HTTPConnection | None = None
 
     def run(self) -> None:
@@ -253,8 +404,8 @@ class Worker:
 
     def request(self, index: int) -> Outcome:
         args = self.target.args
-        prompt = prompt_for(args.seed, index, args.input_tokens, args.prompt)
-        outcome = Outcome(len(prompt.split()))
+        prompt, planned = self.prompts.prompt(index)
+        outcome = Outcome(planned)
         body = self.target.body(prompt)
         sent = time.perf_counter()
         try:
@@ -344,13 +495,19 @@ def stats_ms(values: list[float]) -> dict[str, float | None]:
     }
 
 
-def report(args: argparse.Namespace, schedule: Schedule) -> dict[str, object]:
+def counts(values: list[int]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "min": None, "max": None}
+    return {"mean": round(sum(values) / len(values), 3), "min": min(values), "max": max(values)}
+
+
+def report(args: argparse.Namespace, schedule: Schedule, prompts: Prompts) -> dict[str, object]:
     outcomes = schedule.outcomes
     done = [o for o in outcomes if o.ok]
     end = max((o.finished_at for o in outcomes), default=schedule.started)
     duration = max(end - schedule.started, 1e-9)
     output_tokens = sum(o.tokens for o in done)
-    input_tokens = sum(o.input_tokens if o.input_tokens is not None else o.words for o in done)
+    input_tokens = sum(o.sent for o in done)
     samples: list[str] = []
     for o in outcomes:
         if not o.ok and o.error not in samples and len(samples) < MAX_ERROR_SAMPLES:
@@ -365,14 +522,19 @@ def report(args: argparse.Namespace, schedule: Schedule) -> dict[str, object]:
         "duration_s": round(duration, 6),
         "output_tokens": output_tokens,
         "input_tokens": input_tokens,
+        "input_tokens_asked": prompts.asked,
+        "input_tokens_sent": counts([o.sent for o in done]),
+        "input_counted_by": prompts.counted_by,
         "output_tok_s": round(output_tokens / duration, 3),
         "total_tok_s": round((output_tokens + input_tokens) / duration, 3),
         "requests_s": round(len(done) / duration, 4),
         "ttft_ms": stats_ms([o.ttft for o in done]),
         "itl_ms": stats_ms([gap for o in done for gap in o.itl]),
+        "itl_per_token_ms": stats_ms([gap for o in done for gap in o.itl_per_token]),
         "tpot_ms": stats_ms([(o.e2el - o.ttft) / (o.tokens - 1) for o in done if o.tokens > 1]),
         "e2el_ms": stats_ms([o.e2el for o in done]),
         "error_samples": samples,
+        "notes": list(prompts.notes),
     }
 
 
@@ -380,14 +542,17 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     try:
         target = Target(args)
+        prompts = Prompts(target, args)
+        prompts.prepare()  # before the clock: its /tokenize calls are not measured
+        target.close_counter()
         schedule = Schedule(args)
-        workers = [Worker(target, schedule) for _ in range(args.concurrency)]
+        workers = [Worker(target, schedule, prompts) for _ in range(args.concurrency)]
         threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        result = report(args, schedule)
+        result = report(args, schedule, prompts)
     except Exception as exc:  # a bug here must still answer in the agreed shape
         result = {"ok": False, "version": VERSION, "error": _describe(exc)}
     sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")

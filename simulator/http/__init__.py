@@ -1,7 +1,7 @@
 """vLLM's OpenAI-compatible HTTP API, as `curl` on the host and as a real streaming server.
 
 Only what the control plane and an operator reach for: /health, /v1/models, /metrics,
-/version, and /v1/completions (plus chat) with answers coherent enough for a smoke test,
+/version, /tokenize, and /v1/completions (plus chat) with answers coherent enough for a smoke test,
 generated at the pace `simulator.perf` gives the model. `routes` connects and dispatches;
 `metrics`, `completions`, `sse`, `text` and `responses` answer; `loopback` is the real HTTP
 server that scripts run on a host reach instead of the host's loopback.

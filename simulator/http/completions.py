@@ -1,7 +1,12 @@
 """/v1/completions and /v1/chat/completions: what vLLM answers, and how long it takes.
 
 `plan` reads a request the way vLLM validates it and decides the whole answer up front (the
-tokens, why it stops, the usage); `simulator.serving` then paces those tokens. The host's
+tokens, why it stops, the usage); `simulator.serving` then paces those tokens. As vLLM 0.32
+does, it refuses `max_tokens` above max_model_len and a prompt longer than max_model_len (400,
+the messages of its captures), and otherwise lets the answer take what is left of the context.
+An engine with `--reasoning-parser` thinks first in chat: the answer's first tokens are its
+reasoning (REASONING), streamed as `delta.reasoning` and answered as `message.reasoning`.
+`tokenize` is vLLM's POST /tokenize, counted with the same tokens as usage. The host's
 `curl` gets the answer once all of it is generated (`respond`); the streaming server
 (`simulator.http.loopback`) sends it chunk by chunk with `sse`.
 """
@@ -22,6 +27,9 @@ if TYPE_CHECKING:
     from ..state import Machine, Run
     from ..vllm_cli import EngineArgs
 
+# What a reasoning model thinks before it answers a chat (its first tokens).
+REASONING = " The user asks a short question, so a short answer will do."
+
 
 @dataclass
 class Plan:
@@ -37,10 +45,22 @@ class Plan:
     continuous_usage: bool
     ident: str
     created: int
+    reasoning: int = 0  # the first pieces are the model's reasoning (chat, --reasoning-parser)
 
     @property
     def completion_tokens(self) -> int:
         return len(self.pieces)
+
+    @property
+    def reasoning_text(self) -> str | None:
+        return "".join(self.pieces[: self.reasoning]) if self.reasoning else None
+
+    @property
+    def answer_text(self) -> str | None:
+        """The content ("" or the text; None when the model only reasoned, as vLLM says)."""
+        if self.reasoning and len(self.pieces) <= self.reasoning:
+            return None
+        return "".join(self.pieces[self.reasoning :])
 
     def usage(self, generated: int | None = None) -> dict[str, Any]:
         done = self.completion_tokens if generated is None else generated
@@ -78,23 +98,95 @@ def plan(machine: Machine, run: Run, body: str | None, *, chat: bool) -> Plan | 
             and engine_files.corrupts_five_token_prompts(machine, run)
         )
     )
+    limit = machine.max_model_len(engine)
+    prompt_tokens = text.prompt_usage_tokens(request.prompt)
+    refused = _too_long(request.max_tokens, prompt_tokens, limit)
+    if refused is not None:
+        return refused
+    max_tokens = min(request.max_tokens, limit - prompt_tokens)
+    thought = text.tokens(REASONING) if chat and engine.reasoning_parser else []
+    thought = thought[:max_tokens]
+    if thought:
+        thought[0] = thought[0].lstrip()
     pieces, reason = text.continuation(
-        request.prompt, request.max_tokens, incoherent=incoherent, ignore_eos=request.ignore_eos
+        request.prompt,
+        max(1, max_tokens - len(thought)),
+        incoherent=incoherent,
+        ignore_eos=request.ignore_eos,
     )
+    if len(thought) >= max_tokens:  # the model was still thinking when max_tokens ran out
+        pieces, reason = [], "length"
     if chat and pieces:
         pieces[0] = pieces[0].lstrip()
     model = request.model
     return Plan(
         chat=chat,
         model=model if isinstance(model, str) else engine.served_name,
-        pieces=pieces,
+        pieces=thought + pieces,
         reason=reason,
-        prompt_tokens=text.prompt_usage_tokens(request.prompt),
+        prompt_tokens=prompt_tokens,
         stream=request.stream,
         include_usage=bool(request.options.get("include_usage")),
         continuous_usage=bool(request.options.get("continuous_usage_stats")),
         ident=("chatcmpl-" if chat else "cmpl-") + uuid.UUID(int=machine.rng.getrandbits(128)).hex,
         created=int(time.time()),
+        reasoning=len(thought),
+    )
+
+
+def _too_long(max_tokens: int, prompt_tokens: int, limit: int) -> Response | None:
+    """vLLM 0.32's refusals of what cannot fit the context (max_tokens first, as it checks)."""
+    if max_tokens > limit:
+        return error(
+            400,
+            f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please "
+            f"request fewer output tokens. (parameter=max_tokens, value={max_tokens})",
+            "BadRequestError",
+            "max_tokens",
+        )
+    if prompt_tokens > limit:
+        # vLLM tokenizes at most max_model_len + 1 tokens of a prompt: "at least" that many.
+        counted = limit + 1
+        return error(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, your prompt "
+            f"contains at least {counted} input tokens, which exceeds this limit even without "
+            "any output tokens. Please reduce the length of the input prompt. "
+            f"(parameter=input_tokens, value={counted})",
+            "BadRequestError",
+            "input_tokens",
+        )
+    if prompt_tokens >= limit:  # no room left for one token
+        return error(400, "max_tokens must be at least 1, got 0.", "BadRequestError")
+    return None
+
+
+def tokenize(machine: Machine, run: Run, body: str | None) -> Response:
+    """POST /tokenize as vLLM answers it: a prompt (or chat messages) in the simulator's
+    tokens, counted as usage counts them; the model's context length beside it."""
+    engine = run.engine
+    assert engine is not None
+    try:
+        payload = json.loads(body or "")
+    except ValueError:
+        return error(400, "JSON decode error", "BadRequestError")
+    if not isinstance(payload, dict):
+        return error(400, "Input should be a valid dictionary", "BadRequestError")
+    model = payload.get("model")
+    if model is not None and model not in (engine.served_names or (engine.served_name,)):
+        return error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+    prompt = _prompt(payload, "messages" in payload)
+    if isinstance(prompt, Response):
+        return prompt
+    ids = text.token_ids(prompt)
+    return json_response(
+        200,
+        {
+            "count": len(ids),
+            "max_model_len": machine.max_model_len(engine),
+            "tokens": ids,
+            "token_strs": text.tokens(prompt) if payload.get("return_token_strs") else None,
+        },
     )
 
 
@@ -135,7 +227,8 @@ def respond(answer: Plan) -> Response:
         return Response(200, sse.whole_stream(answer), "text/event-stream; charset=utf-8")
     body = "".join(answer.pieces)
     if answer.chat:
-        choice, obj = _chat_choice(body, answer.reason), "chat.completion"
+        choice = _chat_choice(answer.answer_text, answer.reasoning_text, answer.reason)
+        obj = "chat.completion"
     else:
         choice, obj = _text_choice(body, answer.reason), "text_completion"
     return json_response(
@@ -205,7 +298,7 @@ def _read_request(engine: EngineArgs, body: str | None, *, chat: bool) -> _Reque
     )
 
 
-def _chat_choice(content: str, reason: str) -> dict[str, Any]:
+def _chat_choice(content: str | None, reasoning: str | None, reason: str) -> dict[str, Any]:
     return {
         "index": 0,
         "message": {
@@ -216,7 +309,7 @@ def _chat_choice(content: str, reason: str) -> dict[str, Any]:
             "audio": None,
             "function_call": None,
             "tool_calls": [],
-            "reasoning_content": None,
+            "reasoning": reasoning,
         },
         "logprobs": None,
         "finish_reason": reason,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .. import catalog
-from .completions import Pending, plan
+from .completions import Pending, plan, tokenize
 from .metrics import metrics
 from .responses import Response, json_response
 
@@ -89,6 +89,7 @@ def handle(
         "/version": ("GET",),
         "/v1/completions": ("POST",),
         "/v1/chat/completions": ("POST",),
+        "/tokenize": ("POST",),
     }
     if path not in routes:
         return json_response(404, {"detail": "Not Found"})
@@ -102,6 +103,8 @@ def handle(
         return json_response(200, _models(machine, run))
     if path == "/metrics":
         return Response(200, metrics(machine, run), "text/plain; version=0.0.4; charset=utf-8")
+    if path == "/tokenize":
+        return tokenize(machine, run, body)
     answer = plan(machine, run, body, chat=path.endswith("chat/completions"))
     if isinstance(answer, Response):
         return answer

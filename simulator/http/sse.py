@@ -2,7 +2,9 @@
 
 `data: {chunk}` events, then (with `stream_options.include_usage`) a last chunk with no choices
 and the usage, then `data: [DONE]`. With `continuous_usage_stats` every chunk carries the usage
-so far. Chat streams open with a chunk carrying only the assistant's role.
+so far. Chat streams open with a chunk carrying only the assistant's role. A token that ends
+inside a UTF-8 character streams with empty text (its piece is ""), and a reasoning model's
+thinking streams as `delta.reasoning` (vLLM 0.32), its answer as `delta.content`.
 """
 
 from __future__ import annotations
@@ -46,9 +48,14 @@ def tokens(answer: Plan, start: int, end: int) -> str:
     piece = "".join(answer.pieces[start:end])
     reason = answer.reason if end >= answer.completion_tokens else None
     if answer.chat:
+        delta: dict[str, str] = {}
+        if start < answer.reasoning:
+            delta["reasoning"] = "".join(answer.pieces[start : min(end, answer.reasoning)])
+        if end > answer.reasoning:
+            delta["content"] = "".join(answer.pieces[max(start, answer.reasoning) : end])
         choice: dict[str, Any] = {
             "index": 0,
-            "delta": {"content": piece},
+            "delta": delta or {"content": piece},
             "logprobs": None,
             "finish_reason": reason,
         }

@@ -2,13 +2,16 @@
 
 Token counting (one rule everywhere: usage, metrics, the engine's batch, the five-token fault):
 a token is a word of letters, digits and apostrophes with the whitespace before it, or one
-punctuation mark. "The capital of France is" is five tokens, and usage's prompt_tokens says
-five: the engine processes exactly what the prompt is, with no BOS token in front, as with the
-tiktoken-style tokenizers of the catalog's models, where each of those five common words is one
-token too. (Tokenizers that prepend a BOS, Llama's or DeepSeek's, would report six: which is why
-the product records usage and calls a five-token check inconclusive when it was not five.) A
-prompt of N plain words, as the product's benchmark client builds them, is N tokens here and
-about N with a real tokenizer.
+punctuation mark; a symbol of more than one UTF-8 byte (the degree sign, an emoji) is one token
+per byte, as in byte-level BPE vocabularies that have no token for it. Streamed, such a token
+that ends inside the character carries no text (vLLM holds the bytes back and sends ""), and
+the one that completes it carries the character. "The capital of France is" is five tokens,
+and usage's prompt_tokens says five: the engine processes exactly what the prompt is, with no
+BOS token in front, as with the tiktoken-style tokenizers of the catalog's models, where each
+of those five common words is one token too. (Tokenizers that prepend a BOS, Llama's or
+DeepSeek's, would report six: which is why the product records usage and calls a five-token
+check inconclusive when it was not five.) A prompt of N plain words is N tokens here, and
+/tokenize (`token_ids`) counts the same tokens.
 
 A few well-known prompts get their well-known answers, a question about a fact stated earlier in
 the prompt ("... the passphrase is amber-falcon. ... What is the passphrase?") gets that fact
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import zlib
 
 _ANSWERS: tuple[tuple[str, str], ...] = (
     (
@@ -52,6 +56,10 @@ _ANSWERS: tuple[tuple[str, str], ...] = (
         "sunlight more strongly than the red ones.",
     ),
     ("hello", " Hello! How can I help you today?"),
+    (
+        "degree sign",
+        " ° is the degree sign: water boils at 100 °C (212 °F) at sea level.",
+    ),
 )
 _GENERIC = (
     " a question that comes up often, and the short answer is that it depends on the context. "
@@ -66,13 +74,40 @@ _QUESTION = re.compile(r"\bwhat is the ([a-z][a-z ]{0,40}?)\?\s*$", re.IGNORECAS
 CORRUPTED_PROMPT_TOKENS = 5  # what the five_token_corruption patch trips on
 
 
+def _byte_symbol(piece: str) -> bytes | None:
+    """The UTF-8 bytes of a multi-byte symbol token, each a token of its own (None: one token)."""
+    symbol = piece.lstrip()
+    data = symbol.encode()
+    return data if len(symbol) == 1 and not symbol.isalnum() and len(data) > 1 else None
+
+
 def tokens(text: str) -> list[str]:
-    """The text split into the simulator's tokens (each keeps its leading whitespace)."""
-    return _TOKEN.findall(text)
+    """The text split into the simulator's tokens (each keeps its leading whitespace), each as
+    its detokenized text: "" for the leading bytes of a multi-byte symbol."""
+    out: list[str] = []
+    for piece in _TOKEN.findall(text):
+        data = _byte_symbol(piece)
+        if data is not None:
+            out += [""] * (len(data) - 1)
+        out.append(piece)
+    return out
 
 
 def count_tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
+    return len(tokens(text))
+
+
+def token_ids(text: str) -> list[int]:
+    """Ids for /tokenize, one per token of `tokens` (ids 3..258 are bytes; the rest of the
+    vocabulary is a hash of the token's text: the same text, the same id)."""
+    ids: list[int] = []
+    for piece in _TOKEN.findall(text):
+        data = _byte_symbol(piece)
+        if data is not None:
+            ids += [3 + byte for byte in data]
+        else:
+            ids.append(259 + zlib.crc32(piece.encode()) % 150_000)
+    return ids
 
 
 def prompt_usage_tokens(prompt: str) -> int:

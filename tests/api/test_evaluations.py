@@ -47,6 +47,10 @@ def test_revisions_with_their_evaluations(api_for, viewer, operator):
     levels = {lv["concurrency"]: lv["output_tok_s"] for lv in bench["results"]["levels"]}
     assert levels[1] == pytest.approx(82, rel=0.1) and levels[64] == pytest.approx(2200, rel=0.1)
     assert bench["results"]["profile"]["name"] == "standard"
+    # Stored before ITL was per chunk: shown as what it was, per token, and no per-chunk figure.
+    first = bench["results"]["levels"][0]
+    assert first["schema"] == 1 and first["itl_ms"] == {"p50": None, "p99": None}
+    assert first["itl_per_token_ms"]["p50"] > 0
     missing = client.get(f"/api/v1/deployments/{deployment.pk}/revisions/9/evaluations/")
     assert missing.status_code == 404
     assert client.get("/api/v1/deployments/987654/revisions/").status_code == 404

@@ -75,16 +75,24 @@ def test_a_hostile_served_name_or_level_never_reaches_a_command():
 
 def test_what_a_level_measured_and_what_fails_it():
     good = {
-        "ok": True, "version": 1, "concurrency": 8, "requests": 8, "completed": 8, "errors": 0,
+        "ok": True, "version": 2, "concurrency": 8, "requests": 8, "completed": 8, "errors": 0,
         "duration_s": 4.0, "output_tokens": 2048, "input_tokens": 1024, "output_tok_s": 512.0,
         "total_tok_s": 768.0, "requests_s": 2.0,
         "ttft_ms": {"mean": 140.0, "p50": 130.0, "p99": 200.0},
-        "itl_ms": {"mean": 14.0, "p50": 13.5, "p99": 20.0},
+        "itl_ms": {"mean": 54.0, "p50": 53.5, "p99": 80.0},
+        "itl_per_token_ms": {"mean": 14.0, "p50": 13.5, "p99": 20.0},
         "tpot_ms": {"mean": 14.0, "p50": 14.0, "p99": 15.0},
-        "e2el_ms": {"mean": 3700.0, "p50": 3700.0, "p99": 3900.0}, "error_samples": [],
+        "e2el_ms": {"mean": 3700.0, "p50": 3700.0, "p99": 3900.0},
+        "input_tokens_asked": 128, "input_tokens_sent": {"mean": 128.0, "min": 128, "max": 128},
+        "input_counted_by": "tokenize", "error_samples": [], "notes": [],
     }  # fmt: skip
     level = benchmark.level_result(8, json.dumps(good))
     assert level["output_tok_s"] == 512.0 and level["ttft_ms"] == {"p50": 130.0, "p99": 200.0}
+    assert level["schema"] == benchmark.LEVEL_SCHEMA == 2
+    assert level["itl_ms"] == {"p50": 53.5, "p99": 80.0}  # per chunk, as vllm bench serve
+    assert level["itl_per_token_ms"] == {"p50": 13.5, "p99": 20.0}
+    assert level["input_tokens_asked"] == 128 and level["input_counted_by"] == "tokenize"
+    assert benchmark.level_as_read(level) == level
     assert benchmark.level_failed(level) is None
     bad = {**good, "completed": 6, "errors": 2, "error_samples": ["HTTP 500: dead"]}
     assert "2 of 8 requests failed (HTTP 500: dead)" in benchmark.level_failed(
@@ -94,6 +102,21 @@ def test_what_a_level_measured_and_what_fails_it():
     assert "not JSON" in garbage["error"]
     passed, summary = benchmark.run_summary([level], wanted=2)
     assert not passed and "1 of 2 levels did not run" in summary
+
+
+def test_levels_stored_before_itl_was_per_chunk_read_as_per_token():
+    """Rows stored by client version 1 have no schema key and a per-token itl_ms: read, it is
+    itl_per_token_ms, and the per-chunk ITL is unknown, on every page and in the API."""
+    old = {
+        "concurrency": 8, "output_tok_s": 512.0, "ttft_ms": {"p50": 130.0, "p99": 200.0},
+        "itl_ms": {"p50": 13.5, "p99": 20.0}, "tpot_ms": {"mean": 14.0}, "errors": 0,
+    }  # fmt: skip
+    read = benchmark.level_as_read(old)
+    assert read["schema"] == 1 and read["itl_per_token_ms"] == {"p50": 13.5, "p99": 20.0}
+    assert read["itl_ms"] == {"p50": None, "p99": None}
+    assert old["itl_ms"] == {"p50": 13.5, "p99": 20.0}  # the stored row is left as it is
+    failed = {"concurrency": 8, "error": "did not run"}
+    assert benchmark.levels_as_read({"levels": [old, failed]})[1] == failed
 
 
 def test_a_run_against_the_revisions_own_baseline():

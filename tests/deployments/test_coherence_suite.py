@@ -181,3 +181,60 @@ def test_within_a_change_answers_are_compared_with_its_baseline(deployment, oper
     # The restored revision is compared with what it answered before the change.
     assert previous_suite(restore)["evaluation"] == baseline.pk
     assert previous_suite(older) is None
+
+
+def test_a_chat_answer_is_its_content_not_its_reasoning():
+    """vLLM 0.32 answers message.reasoning beside content (older: reasoning_content), and
+    tool_calls [] or none at all: the answer is the content either way."""
+    for thought in ("reasoning", "reasoning_content"):
+        message = {"role": "assistant", "content": " Tokyo.", thought: "The user asks...",
+                   "tool_calls": []}  # fmt: skip
+        answer = coherence.answer_from("chat", {"choices": [{"message": message}]})
+        assert answer.text == " Tokyo." and answer.reasoning == "The user asks..."
+        assert coherence.judge(check(CheckKind.CHAT), [answer]).outcome == "passed"
+    # Still thinking when max_tokens ran out: content is null, and the verdict says why.
+    thinking = {"role": "assistant", "content": None, "reasoning": "Let me think about Japan"}
+    answer = coherence.answer_from("chat", {"choices": [{"message": thinking}]})
+    judged = coherence.judge(check(CheckKind.CHAT), [answer])
+    assert answer.error is None and answer.text == ""
+    assert judged.outcome == "failed" and "still reasoning" in judged.detail
+
+
+def long_check(**kw) -> CoherenceCheck:
+    spec = next(s for s in coherence.default_suite("x", "y") if s["kind"] == CheckKind.LONG_CONTEXT)
+    return CoherenceCheck(**{**spec, **kw})
+
+
+def test_the_long_context_check_keeps_its_filler_where_it_fits():
+    fit = coherence.context_fit(long_check(), 262144)
+    assert fit.words == 4000 and not fit.calibrate and fit.skipped is None
+
+
+def test_the_long_context_check_fits_a_small_context():
+    long = long_check()
+    fit = coherence.context_fit(long, 2048)
+    assert fit.skipped is None and fit.calibrate and 0 < fit.words < 4000
+    # Sized by bytes, which no tokenizer exceeds: it fits whatever the tokenizer.
+    _, body = coherence.request_for(long, "m", fit.words)
+    budget = int(2048 * 0.9) - long.max_tokens - coherence.SPECIAL_TOKENS
+    assert len(body["prompt"].encode()) <= budget
+    # Counted by the server (3.4 tokens a word, as the tiny tokenizer the issue met counts
+    # these words): as many words as fit that count.
+    counted = coherence.context_fit(long, 2048, (fit.words, int(fit.words * 3.4) + 20))
+    assert fit.words <= counted.words and counted.words * 3.4 + 20 <= 2048 - long.max_tokens
+    # One token a word (the simulator): more words, still within the context.
+    simple = coherence.context_fit(long, 2048, (fit.words, fit.words + 20))
+    assert counted.words < simple.words <= 2048 - long.max_tokens - 20
+
+
+def test_a_context_too_small_skips_the_long_context_check_with_its_reason():
+    fit = coherence.context_fit(long_check(), 256)
+    assert fit.skipped is not None and "under 512 tokens" in fit.skipped
+    judged = coherence.Judged("skipped", fit.skipped)
+    row = coherence.result_row(long_check(), [], judged)
+    assert row["outcome"] == "skipped"
+    results = [{"name": "factual", "outcome": "passed"}, row]
+    assert coherence.suite_summary(results) == (
+        True,
+        "passed 1 of 2 checks; skipped: long-context recall",
+    )

@@ -50,6 +50,18 @@ def test_the_week_reads_on_one_page(client, viewer, week):
     assert figures(html, 2) == {}  # the rolled-back revision was never benchmarked
 
 
+def test_levels_stored_before_itl_was_per_chunk_show_it_per_token(client, viewer, week):
+    """The week's figures were stored with ITL per token (no schema key): the page shows them
+    under per token and no per-chunk ITL, on the table and in each run's detail."""
+    from deployments.models import Evaluation
+
+    html = page(client, viewer, week).content.decode()
+    stored = Evaluation.objects.filter(revision__number=4, kind="benchmark").first()
+    per_token = stored.results["levels"][0]["itl_ms"]["p50"]
+    assert "ITL per token p50" in html and "stored before ITL was measured per chunk" in html
+    assert f"{per_token:.1f} ms</td><td>" in html
+
+
 def test_the_chart_data_is_a_json_block_for_the_static_script(client, viewer, week):
     html = page(client, viewer, week).content.decode()
     block = re.search(

@@ -22,7 +22,7 @@ GPU_LINE = re.compile(
     r"600\.00 W, \d+ %, \d+$"
 )
 APP_LINE = re.compile(r"^\d+, VLLM::Worker_TP\d, \d+ MiB(, GPU-[0-9a-f-]{36})?$")
-FULL = int(0.9 * GPU_MEMORY_MIB)
+FULL = int(0.92 * GPU_MEMORY_MIB)  # vLLM 0.32's default --gpu-memory-utilization
 
 
 def run(fleet: FleetHandle, argv: list[str], name: str = "gpu-01", **kw: str) -> tuple[str, int]:

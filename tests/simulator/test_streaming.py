@@ -241,3 +241,108 @@ def test_a_script_that_runs_too_long_is_killed(
     started = time.monotonic()
     _, err, status = fast_fleet.run("gpu-01", f"{PYTHON} -", stdin="import time\ntime.sleep(30)\n")
     assert status == 137 and "killed" in err and time.monotonic() - started < 5
+
+
+# --- what vLLM 0.32 showed: empty-text chunks, reasoning, /tokenize, the context's limits ------
+
+
+def post(fleet: FleetHandle, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", fleet.http_port, timeout=10)
+    conn.request("POST", f"/sim/gpu-01/8000{path}", json.dumps(body))
+    response = conn.getresponse()
+    raw = response.read().decode()
+    conn.close()
+    if response.getheader("content-type", "").startswith("text/event-stream"):
+        events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
+        return response.status, [json.loads(e) for e in events if e != "[DONE]"]
+    return response.status, json.loads(raw)
+
+
+def test_a_token_ending_inside_a_character_streams_empty_text(fast_fleet: FleetHandle) -> None:
+    body = {"prompt": "What is the degree sign?", "max_tokens": 4, "stream": True}
+    status, chunks = post(fast_fleet, "/v1/completions", body)
+    assert status == 200
+    texts = [c["choices"][0]["text"] for c in chunks if c["choices"]]
+    # "°" is two UTF-8 bytes, two tokens: the first carries no text, as vLLM streams it.
+    assert texts[0] == "" and "".join(texts).startswith(" °")
+    assert len("".join(texts)) < 4 * 4  # four tokens, the first of them empty
+    status, answer = post(fast_fleet, "/v1/completions", {**body, "stream": False})
+    assert answer["usage"]["completion_tokens"] == 4 and answer["choices"][0]["text"][:2] == " °"
+
+
+def test_tokenize_counts_what_usage_counts(fast_fleet: FleetHandle) -> None:
+    prompt = "The capital of France is 100 °C."
+    status, counted = post(fast_fleet, "/tokenize", {"model": "kimi-k2.5", "prompt": prompt})
+    assert status == 200
+    assert set(counted) == {"count", "max_model_len", "tokens", "token_strs"}
+    assert counted["count"] == len(counted["tokens"]) == 10  # ° is two byte tokens
+    assert counted["max_model_len"] == catalog.DEFAULT_MODEL.max_model_len
+    _, answer = post(fast_fleet, "/v1/completions", {"prompt": prompt, "max_tokens": 1})
+    assert answer["usage"]["prompt_tokens"] == counted["count"]
+    chat = {"messages": [{"role": "user", "content": "hello there"}]}
+    assert post(fast_fleet, "/tokenize", chat)[1]["count"] == 2
+    status, refused = post(fast_fleet, "/tokenize", {"model": "nope", "prompt": "x"})
+    assert status == 404 and refused["error"]["type"] == "NotFoundError"
+
+
+def test_what_cannot_fit_the_context_is_refused_as_vllm_refuses_it(
+    fast_fleet: FleetHandle,
+) -> None:
+    text = catalog.unit_file_text(max_model_len=1024)
+    fast_fleet.set_unit_file("gpu-01", UNIT, text, reload=True)
+    fast_fleet.restart_unit("gpu-01", UNIT)
+    fast_fleet.wait_for_unit("gpu-01", UNIT, "ready", timeout=10)
+    status, refused = post(fast_fleet, "/v1/completions", {"prompt": "gpu " * 1224})
+    assert status == 400 and refused == {
+        "error": {
+            "message": "This model's maximum context length is 1024 tokens. However, your "
+            "prompt contains at least 1025 input tokens, which exceeds this limit even without "
+            "any output tokens. Please reduce the length of the input prompt. "
+            "(parameter=input_tokens, value=1025)",
+            "type": "BadRequestError",
+            "param": "input_tokens",
+            "code": 400,
+        }
+    }
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10_000_000}
+    status, refused = post(fast_fleet, "/v1/chat/completions", chat)
+    assert status == 400 and refused["error"]["param"] == "max_tokens"
+    assert refused["error"]["message"] == (
+        "max_tokens=10000000 cannot be greater than max_model_len=1024. Please request fewer "
+        "output tokens. (parameter=max_tokens, value=10000000)"
+    )
+    # What fits is answered, its output held to what the context leaves.
+    body = {"prompt": "gpu " * 1000, "max_tokens": 1000, "ignore_eos": True}
+    status, answer = post(fast_fleet, "/v1/completions", body)
+    assert status == 200 and answer["usage"]["completion_tokens"] == 24
+
+
+@pytest.mark.realtime
+def test_a_reasoning_model_thinks_in_delta_reasoning_and_ttft_is_its_first_thought(
+    fast_fleet: FleetHandle,
+) -> None:
+    serve(fast_fleet, catalog.DEFAULT_MODEL.path, "--reasoning-parser", "kimi_k2")
+    chat = {"messages": [{"role": "user", "content": "What is the capital of Japan?"}]}
+    status, chunks = post(fast_fleet, "/v1/chat/completions", {**chat, "stream": True})
+    assert status == 200
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert set(deltas[1]) == {"reasoning"} and "content" in deltas[-1]
+    assert "Tokyo" in "".join(d.get("content", "") for d in deltas)
+    _, whole = post(fast_fleet, "/v1/chat/completions", chat)
+    message = whole["choices"][0]["message"]
+    assert message["reasoning"].startswith("The user asks") and "Tokyo" in message["content"]
+    # The benchmark client's TTFT is the first thought, not the answer's first word (14
+    # reasoning tokens later).
+    out = bench(fast_fleet, 1, endpoint="chat", output_tokens=40, input_tokens=16)
+    found = scheduler.estimate(catalog.DEFAULT_MODEL.path, input_tokens=16, output_tokens=40)
+    assert out["completed"] == 1
+    assert out["ttft_ms"]["p50"] < (found.ttft_s + 6 * found.tpot_s) * SCALE * 1000
+
+
+def test_the_client_sizes_its_prompts_with_tokenize(fast_fleet: FleetHandle) -> None:
+    out = bench(fast_fleet, 2, input_tokens=64, output_tokens=4)
+    assert out["input_counted_by"] == "tokenize" and out["notes"] == []
+    assert out["input_tokens_asked"] == 64
+    assert out["input_tokens_sent"] == {"mean": 64.0, "min": 64, "max": 64}
+    assert out["itl_per_token_ms"]["p50"] is not None
