@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from . import validators
-from .commands import HTTP_MARK, UnsafeCommand, check_path, check_port
+from .commands import HTTP_MARK, UnsafeCommand, check_path, check_port, curl_auth_config
 
 # A PEP 440 version as pip prints it, local part included (0.11.2, 0.11.2+cu128, 1.0rc1).
 VERSION_RE = r"^[0-9][A-Za-z0-9.+!_-]{0,63}$"
@@ -34,11 +34,15 @@ def _seconds(value: float, high: float, what: str) -> str:
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
-def api_request(port: int, endpoint: str, *, max_seconds: int = 55) -> list[str]:
+def api_request(
+    port: int, endpoint: str, *, max_seconds: int = 55, authenticated: bool = False
+) -> list[str]:
     """POST the JSON body sent on stdin to the server's /v1/completions or /v1/chat/completions
     (stdin rather than an argument: a long-context prompt would not fit on a command line, and
     the prompt stays out of `ps`). Like hosts.commands.completion_request, it prints the HTTP
-    status after the body."""
+    status after the body. `authenticated`: stdin is a curl config instead (`-K -`), carrying
+    the API key's header and the body (api_request_stdin), so the key stays off the command
+    line too."""
     if endpoint not in ENDPOINTS:
         raise UnsafeCommand(f"refusing endpoint {endpoint!r}")
     return [
@@ -50,10 +54,36 @@ def api_request(port: int, endpoint: str, *, max_seconds: int = 55) -> list[str]
         f"\\n{HTTP_MARK}%{{http_code}}\\n",
         "-H",
         "Content-Type: application/json",
-        "--data-binary",
-        "@-",
+        *(["-K", "-"] if authenticated else ["--data-binary", "@-"]),
         f"http://127.0.0.1:{check_port(port)}{ENDPOINTS[endpoint]}",
     ]
+
+
+# curl reads a config line of at most 100 KiB (MAX_CONFIG_LINE_LENGTH in src/tool_parsecfg.c).
+MAX_CONFIG_BODY_CHARS = 100 * 1024 - 64
+
+
+def api_request_stdin(body: str, api_key: str | None) -> str:
+    """What api_request reads on stdin: the JSON body itself, or, for a server that takes a
+    key, a curl config with the key's header and the body (quoted as curl's config reader
+    unquotes: backslash, double quote and the control characters it knows)."""
+    if api_key is None:
+        return body
+    if not body.startswith(("{", "[")):  # `data-binary = "@..."` would read a file
+        raise UnsafeCommand("refusing a request body that is not JSON")
+    quoted = (
+        body.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+    if len(quoted) > MAX_CONFIG_BODY_CHARS:
+        raise UnsafeCommand(
+            f"a request of {len(quoted):,} characters is too long to send with an API key "
+            f"(curl reads at most {MAX_CONFIG_BODY_CHARS:,} from a config line)"
+        )
+    return f'{curl_auth_config(api_key)}data-binary = "{quoted}"\n'
 
 
 def chat_completion_request(port: int, *, max_seconds: int = 55) -> list[str]:

@@ -17,10 +17,12 @@ from typing import Any
 from django.conf import settings
 
 from hosts import engine_commands, parsers
+from hosts import services as host_services
+from hosts.commands import UnsafeCommand
 from hosts.ssh import SSHFailure
 
 from ..choices import CheckKind, CheckOutcome, EvaluationKind, EvaluationPhase
-from ..host_scripts import SERVING_BENCH
+from ..host_scripts import serving_bench_source
 from ..job import Job
 from ..models import CoherenceCheck, DeploymentRevision, Evaluation, JobStep
 from . import benchmark, coherence, selectors
@@ -82,11 +84,25 @@ def _close(
     evaluation.save(update_fields=["finished_at", "passed", "summary", "results"])
 
 
-def _send(job: Job, step: JobStep, endpoint: str, body: dict[str, Any]) -> coherence.Answer:
-    """One request, through curl on the host (body on stdin)."""
+def _api_key(job: Job) -> str | None:
+    """The key the unit's server takes, read on the host for this run (hosts.services.
+    host_api_key): held in memory for the run's requests, never stored, logged or shown."""
+    return host_services.host_api_key(host=job.deployment.host, unit=job.deployment.unit)
+
+
+def _send(
+    job: Job, step: JobStep, endpoint: str, body: dict[str, Any], key: str | None
+) -> coherence.Answer:
+    """One request, through curl on the host (body, and the key if any, on stdin)."""
     limit = settings.JOB_COMMAND_TIMEOUT_SECONDS
-    argv = engine_commands.api_request(job.port, endpoint, max_seconds=max(1, limit - 5))
-    result = job.shell.run(step, argv, stdin=json.dumps(body), timeout=limit)
+    argv = engine_commands.api_request(
+        job.port, endpoint, max_seconds=max(1, limit - 5), authenticated=key is not None
+    )
+    try:
+        stdin = engine_commands.api_request_stdin(json.dumps(body), key)
+    except UnsafeCommand as refused:
+        return coherence.Answer(error=str(refused))
+    result = job.shell.run(step, argv, stdin=stdin, timeout=limit)
     http = parsers.parse_http(result.stdout)
     if http.status != 200:
         return coherence.Answer(error=f"HTTP {http.status}: {http.error or http.body[:160]}")
@@ -97,13 +113,20 @@ def _send(job: Job, step: JobStep, endpoint: str, body: dict[str, Any]) -> coher
     return coherence.answer_from(endpoint, payload)
 
 
-def _ask(job: Job, step: JobStep, check: CoherenceCheck, served: str) -> coherence.Answer:
+def _ask(
+    job: Job, step: JobStep, check: CoherenceCheck, served: str, key: str | None
+) -> coherence.Answer:
     """One request of a check."""
-    return _send(job, step, *coherence.request_for(check, served))
+    return _send(job, step, *coherence.request_for(check, served), key)
 
 
 def _long_context(
-    job: Job, step: JobStep, check: CoherenceCheck, served: str, max_model_len: int
+    job: Job,
+    step: JobStep,
+    check: CoherenceCheck,
+    served: str,
+    max_model_len: int,
+    key: str | None,
 ) -> dict[str, Any]:
     """The long-context check fitted to the revision's context (coherence.context_fit): skipped
     on a context too small for it; its filler counted by the server first when the configured
@@ -115,12 +138,11 @@ def _long_context(
         )
         return coherence.result_row(check, [], judged)
     if fit.calibrate:
-        counted = _send(
-            job, step, "completions", coherence.calibration_request(check, served, fit.words)
-        )
+        calibration = coherence.calibration_request(check, served, fit.words)
+        counted = _send(job, step, "completions", calibration, key)
         if counted.error is None and counted.prompt_tokens:
             fit = coherence.context_fit(check, max_model_len, (fit.words, counted.prompt_tokens))
-    answer = _send(job, step, *coherence.request_for(check, served, fit.words))
+    answer = _send(job, step, *coherence.request_for(check, served, fit.words), key)
     judged = coherence.fitted(coherence.judge(check, [answer]), fit, check)
     return coherence.result_row(check, [answer], judged)
 
@@ -132,14 +154,16 @@ def coherence_run(job: Job, revision: DeploymentRevision, phase: str) -> Evaluat
     evaluation = _open(job, revision, phase, EvaluationKind.COHERENCE)
     name = f"{PHASE_PREFIX[phase]}coherence suite on revision {revision.number}"
     with contextlib.suppress(_StepFailed), _recorded(job, evaluation), job.step(name) as step:
+        key = _api_key(job)
         results: list[dict[str, Any]] = []
         compare = [c for c in checks if c.kind == CheckKind.PREVIOUS_REVISION]
         for check in (c for c in checks if c.kind != CheckKind.PREVIOUS_REVISION):
             if check.kind == CheckKind.LONG_CONTEXT:
-                results.append(_long_context(job, step, check, served, revision.max_model_len))
+                context = revision.max_model_len
+                results.append(_long_context(job, step, check, served, context, key))
                 continue
             times = 2 if check.kind == CheckKind.DETERMINISM else 1
-            answers = [_ask(job, step, check, served) for _ in range(times)]
+            answers = [_ask(job, step, check, served, key) for _ in range(times)]
             results.append(coherence.result_row(check, answers, coherence.judge(check, answers)))
         for check in compare:
             judged = coherence.compare_with(results, selectors.previous_suite(evaluation))
@@ -169,8 +193,13 @@ def benchmark_run(
     )
     results: list[dict[str, Any]] = []
     with _recorded(job, evaluation):
-        for level in plan:
-            row = _bench_level(job, phase, definition["name"], level)
+        try:
+            client = serving_bench_source(_api_key(job))
+        except SSHFailure as failure:  # as a level that cannot reach the host: the run ends
+            why = f"the server's API key could not be read: {failure.message}"
+            results.append({"concurrency": plan[0].concurrency, "error": why, "unreachable": True})
+        for level in plan if not results else []:
+            row = _bench_level(job, phase, definition["name"], level, client)
             results.append(row)
             if row.get("unreachable"):
                 break
@@ -180,12 +209,14 @@ def benchmark_run(
     return evaluation
 
 
-def _bench_level(job: Job, phase: str, profile: str, level: benchmark.Level) -> dict[str, Any]:
+def _bench_level(
+    job: Job, phase: str, profile: str, level: benchmark.Level, client: str
+) -> dict[str, Any]:
     name = f"{PHASE_PREFIX[phase]}benchmark {profile!r}: {level.concurrency} concurrent"
     row: dict[str, Any] = {"concurrency": level.concurrency, "error": "did not run"}
     with contextlib.suppress(_StepFailed), job.step(name) as step:
         try:
-            result = job.shell.run(step, level.argv, stdin=SERVING_BENCH, timeout=level.timeout)
+            result = job.shell.run(step, level.argv, stdin=client, timeout=level.timeout)
         except SSHFailure as failure:
             row = {"concurrency": level.concurrency, "error": failure.message, "unreachable": True}
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from importlib import resources
 
 from hosts import engine_commands
+from hosts.commands import UnsafeCommand
 
 from .bench_output import (
     BenchOutputError,
@@ -22,6 +23,19 @@ from .bench_output import (
 )
 
 SERVING_BENCH: str = resources.files(__name__).joinpath("serving_bench.py").read_text("utf-8")
+_KEY_LINE = 'API_KEY = ""\n'
+
+
+def serving_bench_source(api_key: str | None) -> str:
+    """The benchmark client as sent on stdin: with a key, its `API_KEY` line set to it, so the
+    key reaches the host inside the script (stdin), never on a command line."""
+    if api_key is None:
+        return SERVING_BENCH
+    if not api_key or any(ord(c) < 0x20 or ord(c) == 0x7F for c in api_key):
+        raise UnsafeCommand("refusing an API key that cannot be a header value")
+    if SERVING_BENCH.count(_KEY_LINE) != 1:
+        raise RuntimeError("serving_bench.py must have exactly one API_KEY line")
+    return SERVING_BENCH.replace(_KEY_LINE, f"API_KEY = {api_key!r}\n")
 
 
 def serving_bench_argv(
@@ -66,4 +80,5 @@ __all__ = [
     "TokenCounts",
     "parse_bench_output",
     "serving_bench_argv",
+    "serving_bench_source",
 ]

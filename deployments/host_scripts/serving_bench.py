@@ -43,8 +43,10 @@ N is the user message's length: the chat template's tokens come on top, as in vl
 (vllm bench serve's custom dataset).
 
 Bad arguments exit 2 with argparse's usage and no JSON; anything else unexpected prints
-{"ok": false, "error": ...}. The API key, if any, is read from the environment variable
-`--api-key-env` names: on the command line it would show in `ps` on the host.
+{"ok": false, "error": ...}. The API key, if any, is never an argument (`ps` on the host would
+show it): the control plane sets `API_KEY` below in the copy of this script it sends on stdin
+(host_scripts.serving_bench_source); run by hand, `--api-key-env NAME` reads it from the
+environment.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ from urllib.parse import urlsplit
 # 2: itl_ms per chunk (vllm bench serve's ITL) and itl_per_token_ms; input_tokens_asked/sent,
 # input_counted_by and notes. 1 had itl_ms per token and counted the input in words.
 VERSION = 2
+# The server's API key: this exact line is replaced in the copy sent to a host whose server
+# takes one (host_scripts.serving_bench_source). Empty: no key, or --api-key-env.
+API_KEY = ""
 MAX_ERROR_SAMPLES = 5
 MAX_NOTES = 5
 FIRST_WORD = "the"  # every sized prompt starts with it: its cost is measured with the specials
@@ -210,7 +215,7 @@ class Target:
         self.chat = args.endpoint == "chat"
         self.args = args
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
+        key = API_KEY or (os.environ.get(args.api_key_env, "") if args.api_key_env else "")
         if key:
             self.headers["Authorization"] = "Bearer " + key
         self._counter: http.client.HTTPConnection | None = None

@@ -70,6 +70,16 @@ _CONFIG_LINE = re.compile(
 )
 
 
+# Inside double quotes curl knows the escapes t, n, r and v; before any other character the
+# backslash is dropped (an escaped quote is a quote, an escaped backslash a backslash).
+_CONFIG_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_CONFIG_CONTROLS = {"t": "\t", "n": "\n", "r": "\r", "v": "\v"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return _CONFIG_CONTROLS.get(match.group(1), match.group(1))
+
+
 def _config(text: str) -> list[str]:
     """A curl config (`-K -`) as the words it stands for: `header = "X: y"` is `-H 'X: y'`."""
     words: list[str] = []
@@ -80,7 +90,7 @@ def _config(text: str) -> list[str]:
         if match is None:
             continue
         name, quoted, plain = match.groups()
-        value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else plain
+        value = _CONFIG_ESCAPE.sub(_unescape, quoted) if quoted is not None else plain
         words += [f"--{name}", value]
     return words
 
