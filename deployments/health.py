@@ -27,6 +27,7 @@ from typing import Any
 
 from hosts.choices import VERDICT_SEVERITY as SEVERITY
 from hosts.choices import Verdict
+from hosts.parsers.systemd import parse_systemd_timestamp
 from hosts.state import HostState, IntegrityReport
 
 from .serving_plan import ServingPlan
@@ -100,6 +101,7 @@ class UnitEvidence:
     integrity: IntegrityReport | None = None
     evaluation: Evaluation | None = None
     running: RunningChange | None = None  # the change job running on this unit now
+    load_timeout_seconds: int = 900  # how long its model may take to load (Deployment's)
 
 
 @dataclass(frozen=True)
@@ -243,15 +245,58 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
             return [Reason(DEGRADED, "stopped", f"{name} stopped by change #{change.pk} "
                            f"({change.by})")]  # fmt: skip
         return [Reason(FAILED, "service_inactive", f"{name} is {active}")]
-    server = state.server(name)
-    if active == "activating" or not server.healthy:
-        status = server.health_http_status
-        said = f"/health answered {status}" if status else "/health does not answer"
-        if unit.running is not None:
-            return [Reason(CHANGING, "loading", f"{name} is {active}; {said} while "
-                           f"{unit.running.said} loads the model")]  # fmt: skip
-        return [Reason(DEGRADED, "not_healthy", f"{name} is {active}; {said}")]
+    if active == "activating" or not state.server(name).healthy:
+        return _not_serving_reasons(unit, state, active or "unknown")
     return []
+
+
+def _not_serving_reasons(unit: UnitEvidence, state: HostState, active: str) -> list[Reason]:
+    """A unit that runs but does not serve. vLLM 0.32 has no listening socket while it loads
+    (connection refused, never 503), and answers /health 503 once its engine core has died
+    behind a live API server (then exits a few seconds later): the first is loading for as
+    long as the deployment gives a model to load, the second is failed at once."""
+    name, server = unit.unit, state.server(unit.unit)
+    status = server.health_http_status
+    # curl's exit status 7: nothing listens on the port (whatever words its version prints).
+    refused = status is None and (server.health_error or "").startswith("curl: (7)")
+    port = f"port {unit.plan.port}" if unit.plan is not None and unit.plan.port else "its port"
+    said = (
+        f"/health answered {status}"
+        if status
+        else f"{port} refuses connections"
+        if refused
+        else "/health does not answer"
+    )
+    if unit.running is not None:
+        return [Reason(CHANGING, "loading", f"{name} is {active}; {said} while "
+                       f"{unit.running.said} loads the model")]  # fmt: skip
+    if status == 503:
+        return [Reason(FAILED, "engine_dead", f"{name} is {active}, but /health answered 503: "
+                       "the engine behind its API server is not running (vLLM answers 503 "
+                       "once its engine core has died)")]  # fmt: skip
+    up = _active_seconds(state, name) if refused and active == "active" else None
+    limit = unit.load_timeout_seconds
+    if up is not None and up > limit:
+        return [Reason(FAILED, "port_refused", f"{name} has been active for {_span(up)}, and "
+                       f"{port} still refuses connections (a model loads within {limit} s "
+                       "here)")]  # fmt: skip
+    if up is not None:
+        return [Reason(DEGRADED, "loading", f"{name} started {_span(up)} ago and is loading "
+                       f"the model: {port} refuses connections until it serves (for up to "
+                       f"{limit} s)")]  # fmt: skip
+    return [Reason(DEGRADED, "not_healthy", f"{name} is {active}; {said}")]
+
+
+def _active_seconds(state: HostState, unit: str) -> int | None:
+    """How long the unit has been active, on the host's own clock (None: cannot tell)."""
+    since = parse_systemd_timestamp(state.unit_state(unit).active_enter_timestamp)
+    if since is None or state.host_time is None:
+        return None
+    return max(0, state.host_time - int(since.timestamp()))
+
+
+def _span(seconds: int) -> str:
+    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
 
 
 def _gpu_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:

@@ -154,6 +154,9 @@ class ServerState:
 
     healthy: bool = False
     health_http_status: int | None = None
+    # curl's error when /health gave no answer at all: a vLLM that is loading (or whose API
+    # server died) has no listening socket, so this is "connection refused".
+    health_error: str | None = None
     models: list[str] = field(default_factory=list)  # served ids from /v1/models
     model_roots: list[str] = field(default_factory=list)  # "root" of each (path or HF id)
     max_model_len: int | None = None

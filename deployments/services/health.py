@@ -263,6 +263,7 @@ def _unit_evidence(
         integrity=report,
         evaluation=evaluation,
         running=running,
+        load_timeout_seconds=dep.load_timeout_seconds,
     )
     return unit, label, change_text
 

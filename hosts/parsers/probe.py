@@ -160,6 +160,7 @@ def _parse_server(out: Collector, unit: str) -> ServerState:
     if health is not None:
         server.health_http_status = health.status
         server.healthy = health.status == 200 and health.error is None
+        server.health_error = health.error if health.status is None else None
     models_name = f"models:{unit}"
     body = _usable_body(out, models_name, _http(out, models_name))
     if body is not None:

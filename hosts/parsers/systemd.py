@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from ..state import (
@@ -52,6 +53,17 @@ def _environment_files(values: list[str]) -> list[str]:
             raise ParseError(f"EnvironmentFiles is not `<path> (ignore_errors=...)`: {value!r}")
         names.append(("-" if match.group(2) == "yes" else "") + match.group(1))
     return names
+
+
+def parse_systemd_timestamp(value: str | None) -> dt.datetime | None:
+    """`Mon 2026-11-30 09:12:41 UTC`, as systemctl show prints a timestamp on a host set to
+    UTC; None for anything else (another zone's name cannot be read reliably)."""
+    if not value:
+        return None
+    try:
+        return dt.datetime.strptime(value, "%a %Y-%m-%d %H:%M:%S UTC").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
 
 
 def parse_systemctl_show(text: str, unit: str) -> UnitState:

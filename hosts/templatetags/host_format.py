@@ -7,6 +7,8 @@ import datetime as dt
 from django import template
 from django.utils import timezone
 
+from hosts.parsers.systemd import parse_systemd_timestamp
+
 register = template.Library()
 
 
@@ -34,16 +36,6 @@ def nsec_human(value: int | None) -> str:
     parts += [f"{int(minutes)}min"] if minutes else []
     parts.append(f"{seconds:.3f}s")
     return " ".join(parts)
-
-
-def parse_systemd_timestamp(value: str | None) -> dt.datetime | None:
-    """`Mon 2026-11-30 09:12:41 UTC` (hosts set to UTC, as systemctl show prints it)."""
-    if not value:
-        return None
-    try:
-        return dt.datetime.strptime(value, "%a %Y-%m-%d %H:%M:%S UTC").replace(tzinfo=dt.UTC)
-    except ValueError:
-        return None
 
 
 @register.filter

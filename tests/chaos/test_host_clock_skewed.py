@@ -21,7 +21,7 @@ from deployments import services
 from deployments.choices import ChangeStatus
 from hosts import services as host_services
 from hosts.models import HostHealth
-from hosts.templatetags.host_format import parse_systemd_timestamp
+from hosts.parsers.systemd import parse_systemd_timestamp
 from tests.chaos.conftest import RedisServer, broker, http_get, session_for
 from tests.chaos.jobs import probe
 from tests.fleet import register

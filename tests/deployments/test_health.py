@@ -72,7 +72,9 @@ def test_a_host_serving_its_revision_is_healthy() -> None:
         (lambda: evidence(age=600), "unknown", "stale"),
         (lambda: evidence(f.parsed_state(active="failed")), "failed", "service_failed"),
         (lambda: evidence(f.parsed_state(active="inactive")), "failed", "service_inactive"),
-        (lambda: evidence(with_server(healthy=False, health_http_status=503)), "degraded",
+        (lambda: evidence(with_server(healthy=False, health_http_status=503)), "failed",
+         "engine_dead"),
+        (lambda: evidence(with_server(healthy=False, health_http_status=500)), "degraded",
          "not_healthy"),
         (lambda: evidence(f.parsed_state(gpus=4)), "failed", "gpus_missing"),
         (lambda: evidence(units=[unit(expected_unit_sha256="b" * 64)]), "degraded",
@@ -381,3 +383,54 @@ def test_a_change_that_ends_while_a_round_decides_is_not_overwritten_by_changing
     assert row.verdict == "healthy", row.reasons
     events = AuditEvent.objects.filter(action="host.verdict_changed").order_by("seq")
     assert [(e.data["before"], e.data["after"]) for e in events][-1] == ("changing", "healthy")
+
+
+STARTED = dt.datetime(2026, 11, 30, 9, 12, 41, tzinfo=dt.UTC)  # f.parsed_state's unit
+REFUSED = (
+    "curl: (7) Failed to connect to 127.0.0.1 port 8000 after 0 ms: Couldn't connect to server"
+)
+
+
+def refused_after(seconds: int | None, **server):
+    """Active since STARTED, probed `seconds` later on the host's clock; /health refused."""
+    fields = {"healthy": False, "health_http_status": None, "health_error": REFUSED, **server}
+    parsed = with_server(**fields)
+    parsed["host_time"] = None if seconds is None else int(STARTED.timestamp()) + seconds
+    return parsed
+
+
+@pytest.mark.parametrize(
+    ("seconds", "limit", "expected", "code", "words"),
+    [
+        (40, 900, "degraded", "loading", "started 40 s ago and is loading the model: port 8000"),
+        (899, 900, "degraded", "loading", "for up to 900 s"),
+        (901, 900, "failed", "port_refused", "active for 15 min, and port 8000 still refuses"),
+        (7200, 3600, "failed", "port_refused", "a model loads within 3600 s here"),
+        (None, 900, "degraded", "not_healthy", "port 8000 refuses connections"),
+    ],
+)
+def test_a_port_that_refuses_is_loading_until_the_model_should_have_loaded(
+    seconds, limit, expected, code, words
+) -> None:
+    """vLLM 0.32 has no listening socket while it loads: an active unit whose port refuses is
+    loading for as long as its deployment gives a model, then failed."""
+    result = health.evaluate(
+        evidence(refused_after(seconds), units=[unit(load_timeout_seconds=limit)])
+    )
+    assert result.verdict == expected
+    (reason,) = result.reasons
+    assert reason.code == code and words in reason.text, reason.text
+
+
+def test_a_timeout_is_not_read_as_a_refused_port() -> None:
+    parsed = refused_after(10, health_error="curl: (28) Operation timed out after 5001 ms")
+    result = health.evaluate(evidence(parsed))
+    assert (result.verdict, [r.code for r in result.reasons]) == ("degraded", ["not_healthy"])
+    assert "/health does not answer" in result.reasons[0].text
+
+
+def test_a_dead_engine_is_failed_at_once_even_right_after_a_start() -> None:
+    parsed = refused_after(5, health_http_status=503, health_error=None)
+    result = health.evaluate(evidence(parsed))
+    assert result.verdict == "failed"
+    assert "engine behind its API server is not running" in result.reasons[0].text

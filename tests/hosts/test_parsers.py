@@ -980,10 +980,11 @@ def test_probe_stopped_unit_is_not_a_problem() -> None:
     qwen = state.deployments[QWEN]
     assert qwen.unit.active_state == "inactive" and qwen.unit.main_pid == 0
     assert not qwen.server.healthy and qwen.server.health_http_status is None
+    assert qwen.server.health_error == CURL_REFUSED.strip()  # read as a port nobody listens on
     assert qwen.server.models == [] and qwen.server.kv_cache_usage is None
 
 
-def test_probe_active_but_loading_server_is_not_a_problem() -> None:
+def test_probe_active_but_not_serving_server_is_not_a_problem() -> None:
     overrides = {
         f"health:{KIMI}": (http("", 503), 0),
         f"models:{KIMI}": (http('{"detail":"Not Found"}', 404), 0),
@@ -996,6 +997,7 @@ def test_probe_active_but_loading_server_is_not_a_problem() -> None:
     kimi = state.deployments[KIMI]
     assert kimi.unit.active_state == "active"
     assert (kimi.server.healthy, kimi.server.health_http_status) == (False, 503)
+    assert kimi.server.health_error is None  # it answered
     assert kimi.server.models == [] and kimi.server.requests_running is None
 
 
