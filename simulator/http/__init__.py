@@ -9,8 +9,23 @@ server that scripts run on a host reach instead of the host's loopback.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from . import routes
 from .completions import Pending
 from .responses import Response
-from .routes import request
+
+if TYPE_CHECKING:
+    from ..state import Machine
 
 __all__ = ["Pending", "Response", "request"]
+
+
+def request(
+    machine: Machine, method: str, url: str, headers: dict[str, str], body: str | None
+) -> tuple[Response | Pending | None, str, int]:
+    """`routes.request`, unless the URL is a real engine's port (simulator.real_engine)."""
+    from ..real_engine import forwarded  # it subclasses Pending: imported once this package is
+
+    real = forwarded(machine, method, url, headers, body)
+    return real if real is not None else routes.request(machine, method, url, headers, body)

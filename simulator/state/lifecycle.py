@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import catalog, journal
+from .. import catalog, journal, real_engine
 from ..vllm_cli import core_pid, parse_vllm_argv, with_environment_key
 from .engine_start import BOOT_LOAD_SECONDS, doom, plan_engine
 from .environment import MissingEnvironmentFile, expand_argv, needs_expansion, unit_environment
@@ -39,6 +39,7 @@ def settle(machine: Machine, unit: Unit, now: float) -> None:
                 spawn(machine, unit, at)
                 continue
             return
+        real_engine.settle(machine, unit, run, now)  # a real engine's output, and its exit
         if run.failure is not None and run.fail_at is not None and run.fail_at <= now:
             _exit_failed(machine, unit, run, run.fail_at)
             continue
@@ -73,6 +74,7 @@ def stop(machine: Machine, unit: Unit) -> None:
         return
     desc = describe(unit)
     machine.log_systemd(unit, f"Stopping {desc}...", now)
+    real_engine.stop(machine, unit, run)  # a real engine: stopped, and waited for
     if run.engine is not None and run.ready(now):
         machine.log_vllm(unit, run, now, journal.shutdown_lines(run))
     unit.run = None
@@ -136,6 +138,8 @@ def spawn(machine: Machine, unit: Unit, at: float, *, booted: bool = False) -> N
     if engine is None:
         run.ready_at = at  # some other program: it just runs
         run.ready_logged = True
+        return
+    if real_engine.spawn(machine, unit, run):  # a host flagged to run the real vLLM
         return
     plan_engine(machine, unit, run, engine, definition, at, booted=booted)
     if run.engine is not None:  # its EngineCores and workers took the PIDs that follow

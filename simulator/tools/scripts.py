@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 
+from .. import real_engine
 from ..http import loopback
 from .interface import Context, Result
 
@@ -35,7 +36,8 @@ def rewrite(arg: str, host: str, server: loopback.LoopbackServer) -> str:
 
     def replace(match: re.Match[str]) -> str:
         url_host, port = match.group(1), int(match.group(2) or 80)
-        return server.url_for(host, url_host, port)
+        real = real_engine.url_for(server.machines(host), url_host, port)  # a real vLLM's port
+        return real or server.url_for(host, url_host, port)
 
     return _LOOPBACK_URL.sub(replace, arg)
 

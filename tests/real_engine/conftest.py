@@ -7,6 +7,9 @@
   built in the real-engine venv under this run's tmp dir.
 - ``real_vllm``: the server (server.py), started once per session and stopped at its end; its
   output is in ``<tmp>/real-vllm/vllm-serve.log``, and a failed start shows the log's tail.
+- ``trained_models``: two tiny Llamas trained on the coherence suite's prompts
+  (trained_models.py), one answering them right (``good``), one wrong (``bad``), built once per
+  session under its tmp dir; test_loop.py serves them from a simulated host's unit.
 
 Tests of this tier are marked ``real_engine`` and, where they use the server, put their module
 in ``xdist_group("real_engine")`` so that under pytest-xdist a single worker runs them all and
@@ -55,3 +58,14 @@ def real_vllm(
             f"(log {running.log_path})"
         )
         yield running
+
+
+@pytest.fixture(scope="session")
+def trained_models(
+    real_env: environment.RealEnv, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("trained")
+    built = server.build_trained_models(real_env, out)
+    steps = ", ".join(f"{name}: {model['steps']} steps" for name, model in built["models"].items())
+    print(f"\nreal-engine: trained the good and bad tiny models in {built['seconds']} s ({steps})")
+    return built

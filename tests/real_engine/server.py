@@ -332,3 +332,27 @@ def build_model(env: RealEnv, out: Path, seed: int = 0) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"building the tiny model failed:\n{done.stdout}\n{done.stderr}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def build_trained_models(env: RealEnv, out: Path) -> dict[str, Any]:
+    """trained_models.py run in the real-engine venv: ``out/good`` and ``out/bad``, trained on
+    the coherence suite's prompts (one thread: see the script)."""
+    script = Path(__file__).with_name("trained_models.py")
+    environ = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HOME": str(out / "hf"),
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        [str(env.python), str(script), str(out)],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"training the tiny models failed:\n{done.stdout}\n{done.stderr}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
