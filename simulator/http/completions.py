@@ -4,8 +4,11 @@
 tokens, why it stops, the usage); `simulator.serving` then paces those tokens. As vLLM 0.32
 does, it refuses `max_tokens` above max_model_len and a prompt longer than max_model_len (400,
 the messages of its captures), and otherwise lets the answer take what is left of the context.
-An engine with `--reasoning-parser` thinks first in chat: the answer's first tokens are its
-reasoning (REASONING), streamed as `delta.reasoning` and answered as `message.reasoning`.
+An engine with `--reasoning-parser` thinks first in chat (as `chat_template_kwargs` ask, else as
+its template does by default): the answer's first tokens are its reasoning (REASONING), streamed
+as `delta.reasoning` and answered as `message.reasoning`. Bodies carry the keys vLLM 0.32's do
+(no `tool_calls` when no tool was called, a `system_fingerprint`); tests/simulator/
+test_capture_parity.py compares them with the real-engine tier's captures.
 `tokenize` is vLLM's POST /tokenize, counted with the same tokens as usage. The host's
 `curl` gets the answer once all of it is generated (`respond`); the streaming server
 (`simulator.http.loopback`) sends it chunk by chunk with `sse`.
@@ -13,13 +16,14 @@ reasoning (REASONING), streamed as `delta.reasoning` and answered as `message.re
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import engine_files, serving
+from .. import catalog, engine_files, serving
 from . import sse, text
 from .responses import Response, error, json_response
 
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
     from ..state import Machine, Run
     from ..vllm_cli import EngineArgs
 
+# Reasoning parsers whose models' chat templates think only when the request asks.
+THINK_ONLY_WHEN_ASKED = frozenset({"deepseek_v3"})
 # What a reasoning model thinks before it answers a chat (its first tokens).
 REASONING = " The user asks a short question, so a short answer will do."
 
@@ -45,7 +51,10 @@ class Plan:
     continuous_usage: bool
     ident: str
     created: int
+    fingerprint: str
     reasoning: int = 0  # the first pieces are the model's reasoning (chat, --reasoning-parser)
+    # vLLM counts reasoning tokens in the usage of chats only with a --reasoning-parser.
+    reasoning_details: bool = False
 
     @property
     def completion_tokens(self) -> int:
@@ -63,12 +72,26 @@ class Plan:
         return "".join(self.pieces[self.reasoning :])
 
     def usage(self, generated: int | None = None) -> dict[str, Any]:
+        """The usage counts (those of a stream's chunks: no `prompt_tokens_details`)."""
         done = self.completion_tokens if generated is None else generated
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "total_tokens": self.prompt_tokens + done,
             "completion_tokens": done,
+        }
+        if self.chat and self.reasoning_details:
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(done, self.reasoning)}
+        return usage
+
+    def whole_usage(self) -> dict[str, Any]:
+        """The usage of an answer not streamed: every detail, null where there is none."""
+        usage = self.usage()
+        return {
+            "prompt_tokens": usage["prompt_tokens"],
+            "total_tokens": usage["total_tokens"],
+            "completion_tokens": usage["completion_tokens"],
             "prompt_tokens_details": None,
+            "completion_tokens_details": usage.get("completion_tokens_details"),
         }
 
 
@@ -80,6 +103,7 @@ class _Request:
     stream: bool
     options: dict[str, Any]
     ignore_eos: bool
+    thinking: bool | None = None  # chat_template_kwargs' enable_thinking / thinking, if given
 
 
 def plan(machine: Machine, run: Run, body: str | None, *, chat: bool) -> Plan | Response:
@@ -104,7 +128,8 @@ def plan(machine: Machine, run: Run, body: str | None, *, chat: bool) -> Plan | 
     if refused is not None:
         return refused
     max_tokens = min(request.max_tokens, limit - prompt_tokens)
-    thought = text.tokens(REASONING) if chat and engine.reasoning_parser else []
+    thinks = chat and _thinks(engine.reasoning_parser, request.thinking)
+    thought = text.tokens(REASONING) if thinks else []
     thought = thought[:max_tokens]
     if thought:
         thought[0] = thought[0].lstrip()
@@ -130,7 +155,9 @@ def plan(machine: Machine, run: Run, body: str | None, *, chat: bool) -> Plan | 
         continuous_usage=bool(request.options.get("continuous_usage_stats")),
         ident=("chatcmpl-" if chat else "cmpl-") + uuid.UUID(int=machine.rng.getrandbits(128)).hex,
         created=int(time.time()),
+        fingerprint=fingerprint(machine, engine),
         reasoning=len(thought),
+        reasoning_details=chat and bool(engine.reasoning_parser),
     )
 
 
@@ -172,9 +199,9 @@ def tokenize(machine: Machine, run: Run, body: str | None) -> Response:
         return error(400, "JSON decode error", "BadRequestError")
     if not isinstance(payload, dict):
         return error(400, "Input should be a valid dictionary", "BadRequestError")
-    model = payload.get("model")
-    if model is not None and model not in (engine.served_names or (engine.served_name,)):
-        return error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+    refused = _unknown_model(engine, payload.get("model"))
+    if refused is not None:
+        return refused
     prompt = _prompt(payload, "messages" in payload)
     if isinstance(prompt, Response):
         return prompt
@@ -231,20 +258,79 @@ def respond(answer: Plan) -> Response:
         obj = "chat.completion"
     else:
         choice, obj = _text_choice(body, answer.reason), "text_completion"
-    return json_response(
-        200,
-        {
-            "id": answer.ident,
-            "object": obj,
-            "created": answer.created,
-            "model": answer.model,
-            "choices": [choice],
-            "service_tier": None,
-            "system_fingerprint": None,
-            "usage": answer.usage(),
-            "kv_transfer_params": None,
-        },
+    whole: dict[str, Any] = {
+        "id": answer.ident,
+        "object": obj,
+        "created": answer.created,
+        "model": answer.model,
+        "choices": [choice],
+        "service_tier": None,
+        "system_fingerprint": answer.fingerprint,
+        "usage": answer.whole_usage(),
+    }
+    if answer.chat:
+        whole |= {"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
+    whole |= {"kv_transfer_params": None, "ec_transfer_params": None, "metrics": None}
+    return json_response(200, whole)
+
+
+def fingerprint(machine: Machine, engine: EngineArgs) -> str:
+    """`system_fingerprint` as vLLM 0.32 builds it: its version and a hash of the config."""
+    config = f"{engine.model_path}|{machine.max_model_len(engine)}|{engine.tensor_parallel_size}"
+    return f"vllm-{catalog.VLLM_VERSION}-{hashlib.sha256(config.encode()).hexdigest()[:8]}"
+
+
+def _unknown_model(engine: EngineArgs, model: object) -> Response | None:
+    names = engine.served_names or (engine.served_name,)
+    if model is None or model in names:
+        return None
+    return error(
+        404,
+        f"The model `{model}` does not exist. Valid aliases: {', '.join(names)}.",
+        "NotFoundError",
+        "model",
     )
+
+
+def invocation_is_chat(body: str | None) -> bool | Response:
+    """What POST /invocations serves: a body with messages is a chat completion, one with a
+    prompt a completion (vLLM tries its request types in that order); anything else 400."""
+    try:
+        payload = json.loads(body or "")
+    except ValueError as exc:
+        return json_response(400, {"detail": f"JSON decode error: {exc}"})
+    if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
+        return True
+    if isinstance(payload, dict) and "prompt" in payload:
+        return False
+    return error(
+        400,
+        "Cannot find suitable handler for request. Expected one of: "
+        "['ChatCompletionRequest', 'CompletionRequest']",
+        "BadRequestError",
+    )
+
+
+def detokenize(run: Run, body: str | None) -> Response:
+    """POST /detokenize: token ids back to text (ids /tokenize gave out, or byte tokens)."""
+    engine = run.engine
+    assert engine is not None
+    try:
+        payload = json.loads(body or "")
+    except ValueError:
+        return error(400, "JSON decode error", "BadRequestError")
+    if not isinstance(payload, dict):
+        return error(400, "Input should be a valid dictionary", "BadRequestError")
+    refused = _unknown_model(engine, payload.get("model"))
+    if refused is not None:
+        return refused
+    ids = payload.get("tokens")
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+        return error(400, "Field required: tokens", "BadRequestError")
+    decoded = text.detokenize(ids)
+    if isinstance(decoded, int):
+        return error(400, f"Token id {decoded} is out of vocabulary", "BadRequestError")
+    return json_response(200, {"prompt": decoded})
 
 
 def _prompt(payload: dict[str, Any], chat: bool) -> str | Response:
@@ -271,9 +357,10 @@ def _read_request(engine: EngineArgs, body: str | None, *, chat: bool) -> _Reque
         return error(400, "JSON decode error", "BadRequestError")
     if not isinstance(payload, dict):
         return error(400, "Input should be a valid dictionary", "BadRequestError")
+    refused = _unknown_model(engine, payload.get("model"))
+    if refused is not None:
+        return refused
     model = payload.get("model")
-    if model is not None and model not in (engine.served_names or (engine.served_name,)):
-        return error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
     prompt = _prompt(payload, chat)
     if isinstance(prompt, Response):
         return prompt
@@ -295,7 +382,28 @@ def _read_request(engine: EngineArgs, body: str | None, *, chat: bool) -> _Reque
         stream=stream,
         options=options if isinstance(options, dict) else {},
         ignore_eos=payload.get("ignore_eos") is True,
+        thinking=_thinking_asked(payload.get("chat_template_kwargs")),
     )
+
+
+def _thinking_asked(kwargs: object) -> bool | None:
+    if not isinstance(kwargs, dict):
+        return None
+    for key in ("enable_thinking", "thinking"):
+        if isinstance(kwargs.get(key), bool):
+            return bool(kwargs[key])
+    return None
+
+
+def _thinks(parser: str | None, asked: bool | None) -> bool:
+    """Whether a chat starts with reasoning: only with a --reasoning-parser, as the request's
+    chat_template_kwargs ask, else as the model's template does by default (DeepSeek V3's
+    templates think only when asked, as the real-engine capture shows; the others think)."""
+    if not parser:
+        return False
+    if asked is not None:
+        return asked
+    return parser not in THINK_ONLY_WHEN_ASKED
 
 
 def _chat_choice(content: str | None, reasoning: str | None, reason: str) -> dict[str, Any]:
@@ -308,12 +416,13 @@ def _chat_choice(content: str | None, reasoning: str | None, reason: str) -> dic
             "annotations": None,
             "audio": None,
             "function_call": None,
-            "tool_calls": [],
             "reasoning": reasoning,
         },
         "logprobs": None,
         "finish_reason": reason,
         "stop_reason": None,
+        "token_ids": None,
+        "routed_experts": None,
     }
 
 
@@ -324,5 +433,8 @@ def _text_choice(content: str, reason: str) -> dict[str, Any]:
         "logprobs": None,
         "finish_reason": reason,
         "stop_reason": None,
+        "token_ids": None,
         "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "routed_experts": None,
     }

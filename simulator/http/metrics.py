@@ -1,10 +1,16 @@
-"""/metrics: vLLM's Prometheus exposition, with the families the control plane reads."""
+"""/metrics: vLLM 0.32's Prometheus exposition, with the families the control plane reads.
+
+Family names, types and label order (sorted by name) as the real-engine tier's capture shows
+them (tests/simulator/test_capture_parity.py): a counter's and a histogram's `_created` samples
+are gauge families of their own, and a subset of vLLM's families is shown, none it lacks.
+"""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
-from .. import serving
+from .. import scheduler, serving
 
 if TYPE_CHECKING:
     from ..state import Machine, Run
@@ -12,6 +18,14 @@ if TYPE_CHECKING:
 
 # One sample: (its name, labels beyond engine and model, its value).
 _Sample = tuple[str, str, float]
+
+# Histogram buckets as vLLM 0.32 declares them (the token ones are 1-2-5 up to max_model_len).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+               7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 
 
 def _num(value: float) -> str:
@@ -24,28 +38,65 @@ def _num(value: float) -> str:
     return text
 
 
-class _Exposition:
-    """The text being written: families of samples labelled with the engine and its model."""
+def _labels(*pairs: str) -> str:
+    """Labels as vLLM 0.32's exposition prints them: sorted by name (engine, finished_reason,
+    le, model_name, ...)."""
+    return ",".join(sorted(p for p in pairs if p))
 
-    def __init__(self, labels: str) -> None:
-        self.labels = labels
+
+class _Exposition:
+    """The text being written: families of samples labelled with the engine and its model.
+
+    As vLLM 0.32 exposes them, a counter `X_total` and a histogram `X` each have a gauge family
+    of their own, `X_created`, holding when each series was created.
+    """
+
+    def __init__(self, engine_label: str, model_label: str, created: float) -> None:
+        self.base = (engine_label, model_label)
+        self.created = created
         self.lines: list[str] = []
 
-    def family(self, name: str, kind: str, help_text: str, samples: list[_Sample]) -> None:
+    def _family(self, name: str, kind: str, help_text: str, samples: list[_Sample]) -> None:
         self.lines.append(f"# HELP {name} {help_text}")
         self.lines.append(f"# TYPE {name} {kind}")
         for sample, extra, value in samples:
-            lab = self.labels + (f",{extra}" if extra else "")
-            self.lines.append(f"{sample}{{{lab}}} {_num(value)}")
+            self.lines.append(f"{sample}{{{_labels(*self.base, *extra.split(';'))}}} {_num(value)}")
+
+    def gauge(self, name: str, help_text: str, value: float) -> None:
+        self._family(name, "gauge", help_text, [(name, "", value)])
+
+    def counter(self, name: str, help_text: str, values: dict[str, float]) -> None:
+        """`values`: extra labels ("" for none) -> the count."""
+        total = f"{name}_total"
+        self._family(total, "counter", help_text, [(total, k, v) for k, v in values.items()])
+        created = f"{name}_created"
+        self._family(created, "gauge", help_text, [(created, k, self.created) for k in values])
+
+    def histogram(
+        self, name: str, help_text: str, buckets: tuple[float, ...], count: int, mean: float
+    ) -> None:
+        """A histogram of `count` observations, each taken as the mean (the simulator keeps
+        counts and sums, not every observation)."""
+        samples: list[_Sample] = [
+            (f"{name}_bucket", f'le="{bound}"', float(count if mean <= bound else 0))
+            for bound in buckets
+        ]
+        samples.append((f"{name}_bucket", 'le="+Inf"', float(count)))
+        samples.append((f"{name}_count", "", float(count)))
+        samples.append((f"{name}_sum", "", count * mean))
+        self._family(name, "histogram", help_text, samples)
+        created = f"{name}_created"
+        self._family(created, "gauge", help_text, [(created, "", self.created)])
 
 
 def metrics(machine: Machine, run: Run) -> str:
     engine = run.engine
     assert engine is not None
-    out = _Exposition(f'engine="0",model_name="{engine.served_name}"')
+    out = _Exposition('engine="0"', f'model_name="{engine.served_name}"', run.started_wall)
     out.lines += _process_lines(run.started_wall)
     _scheduler_families(out, machine, run)
     _token_families(out, run)
+    _request_histograms(out, machine, run)
     out.lines.append(_cache_config_info(engine, run))
     return "\n".join(out.lines) + "\n"
 
@@ -72,91 +123,166 @@ def _scheduler_families(out: _Exposition, machine: Machine, run: Run) -> None:
     # What a test set by hand, plus the requests the run's engine really holds.
     running = machine.inflight_running + serving.running_requests(machine, run)
     waiting = machine.inflight_waiting
-    out.family(
-        "vllm:num_requests_running",
-        "gauge",
-        "Number of requests in model execution batches.",
-        [("vllm:num_requests_running", "", running)],
+    out.gauge(
+        "vllm:num_requests_running", "Number of requests in model execution batches.", running
     )
-    out.family(
-        "vllm:num_requests_waiting",
-        "gauge",
-        "Number of requests waiting to be processed.",
-        [("vllm:num_requests_waiting", "", waiting)],
-    )
-    out.family(
+    out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", waiting)
+    out.gauge(
         "vllm:kv_cache_usage_perc",
-        "gauge",
         "KV-cache usage. 1 means 100 percent usage.",
-        [("vllm:kv_cache_usage_perc", "", machine.kv_cache_usage())],
+        machine.kv_cache_usage(),
     )
 
 
 def _token_families(out: _Exposition, run: Run) -> None:
     """The counters since the process started: prefix cache, tokens, finished requests."""
-    start = run.started_wall
     queries = float(run.prompt_tokens)
-    out.family(
-        "vllm:prefix_cache_queries_total",
-        "counter",
+    out.counter(
+        "vllm:prefix_cache_queries",
         "Prefix cache queries, in terms of number of queried tokens.",
-        [
-            ("vllm:prefix_cache_queries_total", "", queries),
-            ("vllm:prefix_cache_queries_created", "", start),
-        ],
+        {"": queries},
     )
-    out.family(
-        "vllm:prefix_cache_hits_total",
-        "counter",
+    out.counter(
+        "vllm:prefix_cache_hits",
         "Prefix cache hits, in terms of number of cached tokens.",
-        [
-            ("vllm:prefix_cache_hits_total", "", float(int(queries * 0.4))),
-            ("vllm:prefix_cache_hits_created", "", start),
-        ],
+        {"": float(int(queries * 0.4))},
     )
-    out.family(
-        "vllm:num_preemptions_total",
-        "counter",
-        "Cumulative number of preemption from the engine.",
-        [("vllm:num_preemptions_total", "", 0.0), ("vllm:num_preemptions_created", "", start)],
+    out.counter(
+        "vllm:num_preemptions", "Cumulative number of preemption from the engine.", {"": 0.0}
     )
-    out.family(
-        "vllm:prompt_tokens_total",
-        "counter",
-        "Number of prefill tokens processed.",
-        [
-            ("vllm:prompt_tokens_total", "", float(run.prompt_tokens)),
-            ("vllm:prompt_tokens_created", "", start),
-        ],
+    out.counter(
+        "vllm:prompt_tokens", "Number of prefill tokens processed.", {"": float(run.prompt_tokens)}
     )
-    out.family(
-        "vllm:generation_tokens_total",
-        "counter",
+    out.counter(
+        "vllm:generation_tokens",
         "Number of generation tokens processed.",
-        [
-            ("vllm:generation_tokens_total", "", float(run.generation_tokens)),
-            ("vllm:generation_tokens_created", "", start),
-        ],
+        {"": float(run.generation_tokens)},
     )
-    success = []
-    for reason in ("abort", "length", "stop"):
-        extra = f'finished_reason="{reason}"'
-        success.append(("vllm:request_success_total", extra, float(run.finished.get(reason, 0))))
-        success.append(("vllm:request_success_created", extra, start))
-    out.family(
-        "vllm:request_success_total",
-        "counter",
+    out.counter(
+        "vllm:request_success",
         "Count of successfully processed requests.",
-        success,
+        {
+            f'finished_reason="{reason}"': float(run.finished.get(reason, 0))
+            for reason in ("abort", "length", "stop")
+        },
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _mean_timings(model_path: str, tp: int, prompt: int, output: int) -> tuple[float, float, float]:
+    """(TTFT, ITL, end-to-end seconds) of a request of that size alone, from the perf model."""
+    try:
+        found = scheduler.estimate(model_path, tp=tp, input_tokens=prompt, output_tokens=output)
+    except (KeyError, ValueError):
+        return 0.0, 0.0, 0.0
+    return found.ttft_s, found.tpot_s, found.e2el_s
+
+
+def _request_histograms(out: _Exposition, machine: Machine, run: Run) -> None:
+    """Per-request histograms: sizes, and the latencies the benchmark measures."""
+    engine = run.engine
+    assert engine is not None
+    count = sum(run.finished.values())
+    prompt = run.prompt_tokens / count if count else 0.0
+    output = run.generation_tokens / count if count else 0.0
+    sizes = _one_two_five(machine.max_model_len(engine))
+    out.histogram(
+        "vllm:request_prompt_tokens", "Number of prefill tokens processed.", sizes, count, prompt
+    )
+    out.histogram(
+        "vllm:request_generation_tokens",
+        "Number of generation tokens processed.",
+        sizes,
+        count,
+        output,
+    )
+    ttft, itl, e2e = (
+        _mean_timings(engine.model_path, engine.tensor_parallel_size, round(prompt), round(output))
+        if count
+        else (0.0, 0.0, 0.0)
+    )
+    out.histogram(
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        TTFT_BUCKETS,
+        count,
+        ttft,
+    )
+    out.histogram(
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        ITL_BUCKETS,
+        count,
+        itl,
+    )
+    out.histogram(
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        E2E_BUCKETS,
+        count,
+        e2e,
+    )
+
+
+def _one_two_five(limit: int) -> tuple[float, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to `limit`, as vLLM's token histograms are bucketed."""
+    out: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > limit:
+                return tuple(out)
+            out.append(float(value))
+        exponent += 1
 
 
 def _cache_config_info(engine: EngineArgs, run: Run) -> str:
+    """vllm:cache_config_info: vLLM 0.32's CacheConfig as labels (all of them, sorted)."""
+    blocks = max(1, int((run.budget_mib - run.weights_mib) / 4))
+    block_size = 64
+    config = {
+        "_block_size_resolved": "True",
+        "block_size": str(block_size),
+        "cache_dtype": engine.kv_cache_dtype,
+        "cache_hit_alignment_tokens": "None",
+        "effective_attention_block_size": str(block_size),
+        "enable_mamba_shared_prefix_checkpoint": "False",
+        "enable_prefix_caching": str(engine.enable_prefix_caching is not False),
+        "engine": "0",
+        "gpu_memory_utilization": str(engine.gpu_memory_utilization),
+        "hash_block_size": str(block_size),
+        "is_attention_free": "False",
+        "kv_cache_dtype_skip_layers": "[]",
+        "kv_cache_layout": "None",
+        "kv_cache_max_concurrency": "None",
+        "kv_cache_memory_bytes": "None",
+        "kv_cache_size_tokens": str(blocks * block_size),
+        "kv_offloading_backend": "native",
+        "kv_offloading_size": "None",
+        "kv_sharing_fast_prefill": "False",
+        "mamba_block_size": "None",
+        "mamba_cache_dtype": "auto",
+        "mamba_cache_mode": "none",
+        "mamba_page_size_padded": "None",
+        "mamba_ssm_cache_dtype": "auto",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(blocks),
+        "num_gpu_blocks_override": "None",
+        "prefix_cache_retention_interval": "None",
+        "prefix_caching_hash_algo": "sha256",
+        "prefix_match_unit": str(block_size),
+        "replayssm_buffer_len": "None",
+        "skip_page_size_padded": "False",
+        "sliding_window": "None",
+        "swa_bounded_replay": "False",
+        "use_kda_recoverssm": "False",
+        "use_replayssm": "False",
+        "user_specified_block_size": "False",
+    }
+    labels = ",".join(f'{name}="{value}"' for name, value in sorted(config.items()))
     return (
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
         "# TYPE vllm:cache_config_info gauge\n"
-        f'vllm:cache_config_info{{block_size="64",cache_dtype="auto",'
-        f'engine="0",gpu_memory_utilization="{engine.gpu_memory_utilization}",'
-        f'num_gpu_blocks="{max(1, int((run.budget_mib - run.weights_mib) / 4))}",'
-        f'prefix_caching_hash_algo="sha256",swap_space="4"}} 1.0'
+        f"vllm:cache_config_info{{{labels}}} 1.0"
     )

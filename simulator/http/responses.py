@@ -13,26 +13,37 @@ _STATUS_TEXT = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    422: "Unprocessable Entity",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+
+
+def status_text(status: int) -> str:
+    return _STATUS_TEXT.get(status, "")
 
 
 @dataclass
 class Response:
     status: int
     body: str = ""
-    content_type: str = "application/json"
+    content_type: str | None = "application/json"  # None: no content-type header at all
 
     def head(self) -> str:
+        kind = f"content-type: {self.content_type}\r\n" if self.content_type else ""
         return (
             f"HTTP/1.1 {self.status} {_STATUS_TEXT.get(self.status, '')}\r\n"
             f"date: {formatdate(usegmt=True)}\r\n"
             "server: uvicorn\r\n"
             f"content-length: {len(self.body.encode())}\r\n"
-            f"content-type: {self.content_type}\r\n"
+            f"{kind}"
             "\r\n"
         )
+
+
+def empty(status: int = 200) -> Response:
+    """What vLLM's /health and /ping answer: a status, no body and no content type."""
+    return Response(status, "", None)
 
 
 def json_response(status: int, payload: Any) -> Response:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .. import catalog
-from .completions import Pending, plan, tokenize
+from .completions import Pending, detokenize, invocation_is_chat, plan, tokenize
 from .metrics import metrics
-from .responses import Response, json_response
+from .responses import Response, empty, json_response
 
 if TYPE_CHECKING:
     from ..state import Machine, Run, Unit
@@ -60,13 +60,37 @@ def request(
 
 
 def _authorized(run: Run, path: str, headers: dict[str, str]) -> bool:
-    """vLLM's --api-key check: only /v1 routes need `Authorization: Bearer KEY`."""
+    """vLLM's --api-key check: only /v1 routes need `Authorization: Bearer KEY` (/health,
+    /metrics, /tokenize and /invocations, which serves completions, answer without it)."""
     engine = run.engine
     if engine is None or not engine.api_key_sha256 or not path.startswith("/v1"):
         return True
     scheme, _, token = headers.get("authorization", "").partition(" ")
     digest = hashlib.sha256(token.strip().encode()).hexdigest()
     return scheme.lower() == "bearer" and digest in engine.api_key_sha256
+
+
+# The routes of vLLM 0.32's API server (as it lists them at startup: the real-engine tier's
+# journal capture) that the simulator answers, in that order, one entry per registration; any
+# other path is FastAPI's 404.
+ROUTE_TABLE: tuple[tuple[str, str], ...] = (
+    ("/load", "GET"),
+    ("/version", "GET"),
+    ("/health", "GET"),
+    ("/metrics", "GET"),
+    ("/tokenize", "POST"),
+    ("/detokenize", "POST"),
+    ("/v1/models", "GET"),
+    ("/ping", "GET"),
+    ("/ping", "POST"),
+    ("/invocations", "POST"),
+    ("/v1/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+)
+ROUTES: dict[str, tuple[str, ...]] = {}
+for _path, _method in ROUTE_TABLE:
+    ROUTES[_path] = (*ROUTES.get(_path, ()), _method)
+METRICS_CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 
 
 def handle(
@@ -78,34 +102,48 @@ def handle(
     body: str | None,
     headers: dict[str, str] | None = None,
 ) -> Response | Pending:
+    return _route(machine, unit, run, method, path, body, headers or {})
+
+
+def _route(
+    machine: Machine,
+    unit: Unit,
+    run: Run,
+    method: str,
+    path: str,
+    body: str | None,
+    headers: dict[str, str],
+) -> Response | Pending:
     engine = run.engine
     assert engine is not None
-    if not _authorized(run, path, headers or {}):
+    if not _authorized(run, path, headers):
         return json_response(401, {"error": "Unauthorized"})
-    routes = {
-        "/health": ("GET",),
-        "/v1/models": ("GET",),
-        "/metrics": ("GET",),
-        "/version": ("GET",),
-        "/v1/completions": ("POST",),
-        "/v1/chat/completions": ("POST",),
-        "/tokenize": ("POST",),
-    }
-    if path not in routes:
+    if path not in ROUTES:
         return json_response(404, {"detail": "Not Found"})
-    if method not in routes[path]:
+    if method not in ROUTES[path]:
         return json_response(405, {"detail": "Method Not Allowed"})
-    if path == "/health":
-        return Response(200, "", "application/json")
+    if path in ("/health", "/ping"):
+        return empty(200)
+    if path == "/load":
+        # vLLM counts requests here only with --enable-server-load-tracking; otherwise 0.
+        return json_response(200, {"server_load": 0})
     if path == "/version":
         return json_response(200, {"version": catalog.VLLM_VERSION})
     if path == "/v1/models":
         return json_response(200, _models(machine, run))
     if path == "/metrics":
-        return Response(200, metrics(machine, run), "text/plain; version=0.0.4; charset=utf-8")
+        return Response(200, metrics(machine, run), METRICS_CONTENT_TYPE)
     if path == "/tokenize":
         return tokenize(machine, run, body)
-    answer = plan(machine, run, body, chat=path.endswith("chat/completions"))
+    if path == "/detokenize":
+        return detokenize(run, body)
+    if path == "/invocations":
+        chat = invocation_is_chat(body)
+        if isinstance(chat, Response):
+            return chat
+    else:
+        chat = path.endswith("chat/completions")
+    answer = plan(machine, run, body, chat=chat)
     if isinstance(answer, Response):
         return answer
     return Pending(machine, unit.name, run, answer)

@@ -106,8 +106,30 @@ def token_ids(text: str) -> list[int]:
         if data is not None:
             ids += [3 + byte for byte in data]
         else:
-            ids.append(259 + zlib.crc32(piece.encode()) % 150_000)
+            ident = 259 + zlib.crc32(piece.encode()) % 150_000
+            if len(_SEEN) < _SEEN_MAX:
+                _SEEN.setdefault(ident, piece)
+            ids.append(ident)
     return ids
+
+
+# The vocabulary's words, as far as /tokenize has given out their ids (for /detokenize).
+_SEEN: dict[int, str] = {}
+_SEEN_MAX = 200_000
+
+
+def detokenize(ids: list[int]) -> str | int:
+    """The text of token ids (bytes 3..258, and ids `token_ids` gave out); else the first
+    id it does not know."""
+    out = bytearray()
+    for ident in ids:
+        if 3 <= ident <= 258:
+            out.append(ident - 3)
+        elif ident in _SEEN:
+            out += _SEEN[ident].encode()
+        else:
+            return ident
+    return out.decode("utf-8", "replace")
 
 
 def prompt_usage_tokens(prompt: str) -> int:

@@ -1,4 +1,4 @@
-"""How vLLM 0.11 formats what it logs: process prefixes, the logger's line, Python tracebacks."""
+"""How vLLM 0.32 formats what it logs: process prefixes, the logger's line, Python tracebacks."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 SITE = "/opt/vllm/.venv/lib/python3.12/site-packages"
 GIB = 1024.0
 TOTAL_GIB = 97887 / 1024
+
+# uvicorn logs through its own handler: its lines carry no process prefix (vLLM 0.32).
+UVICORN = "INFO:     "
 
 # One traceback frame: (file, line, function, the line's code).
 Frame = tuple[str, int, str, str]
@@ -41,6 +44,17 @@ def core(run: Run, dp_rank: int = 0) -> str:
 def worker(run: Run, rank: int) -> str:
     assert run.engine is not None
     return f"({worker_title(run.engine, rank)} pid={worker_pid(run.engine, run.pid, rank)})"
+
+
+def uvicorn_routes(prefix: str, wall: float) -> list[str]:
+    """The routes the API server lists before uvicorn starts: those the simulator answers, in
+    vLLM 0.32's order (a route registered once per method is listed once per method)."""
+    from ..http.routes import ROUTE_TABLE  # the HTTP side owns the table
+
+    lines = [info(prefix, wall, "launcher.py:186", "Available routes are:")]
+    for path, methods in ROUTE_TABLE:
+        lines.append(info(prefix, wall, "launcher.py:195", f"Route: {path}, Methods: {methods}"))
+    return lines
 
 
 def prefixed(prefix: str, lines: list[str]) -> list[str]:

@@ -56,18 +56,15 @@ def ready_lines(machine: Machine, run: Run, ready_mono: float) -> list[str]:
 
 
 def _api_server_up(run: Run, engine: EngineArgs, wall: float) -> list[str]:
+    """vLLM 0.32's last lines before it serves; uvicorn's own are not prefixed."""
     api = fmt.api(run)
     return [
-        fmt.info(api, wall, "api_server.py:1634", "Supported_tasks: ['generate']"),
-        fmt.info(
-            api,
-            wall,
-            "api_server.py:1912",
-            f"Starting vLLM API server 0 on {_listen_address(engine)}",
-        ),
-        f"{api} INFO:     Started server process [{run.pid}]",
-        f"{api} INFO:     Waiting for application startup.",
-        f"{api} INFO:     Application startup complete.",
+        fmt.info(api, wall, "entry.py:136", "Supported tasks: ['generate']"),
+        fmt.info(api, wall, "entry.py:140", f"Starting vLLM server on {_listen_address(engine)}"),
+        *fmt.uvicorn_routes(api, wall),
+        f"{fmt.UVICORN}Started server process [{run.pid}]",
+        f"{fmt.UVICORN}Waiting for application startup.",
+        f"{fmt.UVICORN}Application startup complete.",
     ]
 
 

@@ -11,9 +11,10 @@ if TYPE_CHECKING:
 
 
 def shutdown_lines(run: Run) -> list[str]:
-    api = fmt.api(run)
+    """uvicorn's lines as the server stops (not prefixed: uvicorn logs them itself)."""
     return [
-        f"{api} INFO:     Shutting down",
-        f"{api} INFO:     Waiting for application shutdown.",
-        f"{api} INFO:     Application shutdown complete.",
+        f"{fmt.UVICORN}Shutting down",
+        f"{fmt.UVICORN}Waiting for application shutdown.",
+        f"{fmt.UVICORN}Application shutdown complete.",
+        f"{fmt.UVICORN}Finished server process [{run.pid}]",
     ]

@@ -13,23 +13,36 @@ if TYPE_CHECKING:
     from ..vllm_cli import EngineArgs
 
 
+# What vLLM 0.32 masks in its "non-default args" line (api_utils._SENSITIVE_ARG_FIELDS).
+LOGGED_AS_STARS = frozenset({"api_key", "hf_token", "watermark_config"})
+
+
 def startup_lines(machine: Machine, run: Run, engine: EngineArgs) -> list[str]:
     wall = run.started_wall
     lines = _warnings(run, engine)
     if engine.exit_status is not None:
         return lines  # the command line ends it before the API server starts
     api = fmt.api(run)
-    args = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in engine.non_default) + "}"
-    lines += [
-        fmt.info(
-            api, wall, "api_server.py:1839", f"vLLM API server version {catalog.VLLM_VERSION}"
-        ),
-        fmt.info(api, wall, "utils.py:233", f"non-default args: {args}"),
-    ]
+    shown = [(k, "***" if k in LOGGED_AS_STARS else v) for k, v in engine.non_default]
+    args = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in shown) + "}"
+    lines += [fmt.info(api, wall, "api_utils.py:347", line) for line in banner(engine)]
+    lines.append(fmt.info(api, wall, "api_utils.py:286", f"non-default args: {args}"))
     model = catalog.MODELS_BY_PATH.get(engine.model_path.rstrip("/"))
     if model is None:
         return lines
     return lines + _config_lines(machine, run, engine, model) + _rank_lines(run, engine)
+
+
+def banner(engine: EngineArgs) -> list[str]:
+    """The logo vLLM 0.32 logs first, with its version and the model it serves."""
+    return [
+        "",
+        "       █     █     █▄   ▄█",
+        f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {catalog.VLLM_VERSION}",
+        f"  █▄█▀ █     █     █     █  model   {engine.model_path}",
+        "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
+        "",
+    ]
 
 
 def _warnings(run: Run, engine: EngineArgs) -> list[str]:
@@ -52,9 +65,25 @@ def _config_lines(machine: Machine, run: Run, engine: EngineArgs, model: Catalog
         engine.dtype, engine.dtype
     )
     prefix_caching = engine.enable_prefix_caching is not False
+    eager = (
+        [
+            fmt.info(
+                api,
+                wall,
+                "vllm.py:1703",
+                "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
+                "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none and "
+                "--kernel_config.enable_jit_warmup=False",
+                level="WARNING",
+            )
+        ]
+        if engine.enforce_eager
+        else []
+    )
     return [
-        fmt.info(api, wall, "model.py:547", f"Resolved architecture: {model.architecture}"),
-        fmt.info(api, wall, "model.py:1510", f"Using max model len {max_len}"),
+        fmt.info(api, wall, "model.py:733", f"Resolved architecture: {model.architecture}"),
+        fmt.info(api, wall, "model.py:2152", f"Using max model len {max_len}"),
+        *eager,
         fmt.info(
             api,
             wall,

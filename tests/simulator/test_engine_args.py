@@ -109,8 +109,7 @@ def test_a_server_bound_elsewhere_is_not_reached_on_loopback(sim_fleet: FleetHan
     _out, _err, status = curl(sim_fleet, "http://10.20.30.40:8000/health")
     assert status == 0
     assert any(
-        "Starting vLLM API server 0 on http://10.20.30.40:8000" in line
-        for line in journal(sim_fleet, 60)
+        "Starting vLLM server on http://10.20.30.40:8000" in line for line in journal(sim_fleet, 60)
     )
 
 
@@ -157,7 +156,7 @@ def test_the_api_key_guards_v1_and_is_never_shown(sim_fleet: FleetHandle) -> Non
     )
     assert out.endswith("\n200\n")
     assert not any("s3cr3t" in line for line in journal(sim_fleet, 200))
-    assert any("'api_key': ['<redacted>']" in line for line in journal(sim_fleet, 200))
+    assert any("'api_key': '***'" in line for line in journal(sim_fleet, 200))
 
 
 def test_help_prints_and_exits_zero(sim_fleet: FleetHandle) -> None:

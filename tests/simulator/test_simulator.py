@@ -286,7 +286,10 @@ def test_completions_are_coherent_and_check_the_model(sim_fleet: FleetHandle) ->
     out, _ = run(sim_fleet, commands.completion_request(8000, body))
     payload, code = out.rsplit("\n@@cp:http:", 1)
     assert code == "404\n"
-    assert json.loads(payload)["error"]["message"] == "The model `gpt-4` does not exist."
+    assert (
+        json.loads(payload)["error"]["message"]
+        == "The model `gpt-4` does not exist. Valid aliases: kimi-k2.5."
+    )
 
 
 def test_inflight_requests_show_in_metrics_and_gpus(sim_fleet: FleetHandle) -> None:

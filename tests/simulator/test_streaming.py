@@ -123,6 +123,7 @@ def test_curl_completions_take_ttft_plus_tokens_times_tpot(
         "total_tokens": 45,
         "completion_tokens": 40,
         "prompt_tokens_details": None,
+        "completion_tokens_details": None,
     }
     # Kimi-K2.5 NVFP4 alone: ~45 tok/s, so 40 tokens are ~0.9 host seconds, 0.45 real ones.
     expected = scheduler.estimate(
