@@ -77,6 +77,7 @@ class RealProcess:
     argv: list[str]
     started: float = field(default_factory=time.monotonic)
     stopped: float | None = None
+    healthy: float | None = None  # when /health first answered 200 through the host's curl
     exited: int | None = None  # its status, once it ended on its own or was stopped
     _offset: int = 0
     _partial: bytes = b""
@@ -222,24 +223,28 @@ def forwarded(
         said = f"Failed to connect to {host} port {port} after 0 ms: Couldn't connect to server"
         return None, said, 7
     target = real.base_url + (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return _Exchange(method, target, headers, body), "", 0
+    return _Exchange(real, method, target, headers, body), "", 0
 
 
 class _Exchange(Pending):
     """A request to the real server, sent when curl awaits it (off the event loop)."""
 
     def __init__(
-        self, method: str, url: str, headers: dict[str, str], body: str | None
+        self, real: RealProcess, method: str, url: str, headers: dict[str, str], body: str | None
     ) -> None:  # not the simulated Pending's fields: curl only awaits `complete`
+        self.real = real
         self.method, self.url, self.headers, self.body = method, url, headers, body
 
     async def complete(self) -> Response | None:
         try:
-            return await asyncio.to_thread(
+            response = await asyncio.to_thread(
                 _exchange, self.method, self.url, self.headers, self.body
             )
         except (OSError, ConnectionError):  # reset, or the server died while answering
             return None
+        if self.real.healthy is None and response.status == 200 and self.url.endswith("/health"):
+            self.real.healthy = time.monotonic()
+        return response
 
 
 # --- the parts ------------------------------------------------------------------------------

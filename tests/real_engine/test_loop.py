@@ -134,6 +134,12 @@ def step_seconds(change: ChangeRequest, prefix: str) -> list[float]:
     ]
 
 
+def job_seconds(change: ChangeRequest) -> float:
+    ordered = list(change.steps.order_by("seq"))
+    last = ordered[-1].finished_at or ordered[-1].started_at
+    return round((last - ordered[0].started_at).total_seconds(), 1)
+
+
 def suites(change: ChangeRequest) -> list[Evaluation]:
     return list(Evaluation.objects.filter(change=change, kind="coherence").order_by("pk"))
 
@@ -151,6 +157,7 @@ def test_the_loop_on_a_real_vllm(
     trained_models: dict[str, Any],
     tmp_path: Path,
 ) -> None:
+    began = time.monotonic()
     timings: dict[str, Any] = {"training": trained_models["seconds"]}
     good_dir = Path(trained_models["models"]["good"]["path"])
     bad_dir = Path(trained_models["models"]["bad"]["path"])
@@ -190,9 +197,11 @@ def test_the_loop_on_a_real_vllm(
     finally:
         fleet._call(lambda: real_engine.detach(fleet._machine(HOST)))
         starts = [
-            f"{Path(s.argv[2]).name}: {round((s.stopped or time.monotonic()) - s.started)} s up"
+            f"{Path(s.argv[2]).name} healthy after "
+            + (f"{s.healthy - s.started:.0f} s" if s.healthy else "never")
             for s in engine.starts
         ]
+        timings["test"] = round(time.monotonic() - began, 1)
         print(f"\nreal-engine loop: {timings}; starts: {starts}")
 
 
@@ -210,7 +219,8 @@ def _loop(fleet, engine, host, deployment, good, bad, operator, approver, timing
 
     # --- a swap to the bad model: the suite fails on the real engine, and it rolls back -----
     change = wait_for_change(swap(operator, approver, deployment, bad), timeout=JOB_TIMEOUT)
-    timings["failed swap and rollback"] = step_seconds(change, "wait")
+    timings["failed swap and rollback: job"] = job_seconds(change)
+    timings["failed swap and rollback: health waits"] = step_seconds(change, "wait")
     assert change.status == ChangeStatus.ROLLED_BACK, (change.status, change.status_reason)
     before, after_bad, after_rollback = _three_suites(change)
     assert before.passed, before.summary  # the good model, before anything was touched
@@ -249,6 +259,7 @@ def _loop(fleet, engine, host, deployment, good, bad, operator, approver, timing
         swap(operator, approver, deployment, second, benchmark_profile=profile),
         timeout=JOB_TIMEOUT,
     )
+    timings["benchmarked swap: job"] = job_seconds(change)
     assert change.status == ChangeStatus.SUCCEEDED, (change.status, change.status_reason)
     benchmarks = list(Evaluation.objects.filter(change=change, kind="benchmark").order_by("pk"))
     assert [b.phase for b in benchmarks] == ["baseline", "after"], benchmarks
