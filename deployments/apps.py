@@ -12,9 +12,10 @@ class DeploymentsConfig(AppConfig):
         from hosts.signals import snapshots_recorded
 
         from . import services
-        from .system_checks import check_harmless_engine_flags
+        from .system_checks import check_approval_required_kinds, check_harmless_engine_flags
 
         checks.register(check_harmless_engine_flags)
+        checks.register(check_approval_required_kinds)
 
         def void_drifted_approvals(sender: Any, snapshots: Any, **kwargs: Any) -> None:
             services.approvals_void_on_drift(snapshots=snapshots)

@@ -25,16 +25,7 @@ class ChangeKind(models.TextChoices):
     ENGINE_REPAIR = "engine_repair", "engine repair"
 
 
-# Kinds that write a new unit file (a new or earlier revision) before restarting.
-REVISION_KINDS = {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP, ChangeKind.ROLLBACK}
-# Kinds that always need a second person, whatever APPROVAL_REQUIRED_KINDS says: reinstalling
-# the engine's package runs pip as root on the host.
-ALWAYS_APPROVED_KINDS = {ChangeKind.ENGINE_REPAIR}
-# Kinds that may rest on a partial snapshot (some facts unreadable, e.g. a GPU driver hiccup)
-# when the requester acknowledges what is unknown: the remedy is often exactly this.
-PARTIAL_SNAPSHOT_KINDS = {ChangeKind.STOP, ChangeKind.RESTART}
-# Kinds that must come up healthy and coherent afterwards.
-SERVING_KINDS = {ChangeKind.START, ChangeKind.RESTART, ChangeKind.ENGINE_REPAIR} | REVISION_KINDS
+# What each kind does, needs and allows is declared in deployments.kinds.
 
 
 class ChangeStatus(models.TextChoices):

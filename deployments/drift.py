@@ -15,8 +15,7 @@ from django.conf import settings
 from hosts.models import StateSnapshot
 from hosts.state import fingerprint_drift, unknown_fingerprint_fields
 
-from . import fit, repair
-from .choices import SERVING_KINDS, ChangeKind
+from . import fit, kinds, repair
 from .models import ChangeRequest
 
 
@@ -41,12 +40,13 @@ def execution_drift(
                 "why": "the request did not acknowledge a busy server; acting now drops them",
             }
         )
-    if change.kind == ChangeKind.ENGINE_REPAIR:
+    declared = kinds.spec(change.kind)
+    if declared.reinstalls_engine:
         report += _engine_version_drift(change, current)
     revision = change.target_revision or change.from_revision
     # Without GPU facts (acknowledged by the requester) there is no fit to recompute.
     gpus_unknown = change.rests_on_partial and not now.gpus
-    if change.kind in SERVING_KINDS and revision is not None and not gpus_unknown:
+    if declared.serves and revision is not None and not gpus_unknown:
         plan = revision.plan
         now_fit = fit.model_fits(
             state=now,

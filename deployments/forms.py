@@ -8,7 +8,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import QueryDict
 
-from .choices import PARTIAL_SNAPSHOT_KINDS, REVISION_KINDS, SERVING_KINDS, ChangeKind
+from . import kinds
 from .engine_flags import EngineArgRefused, carries_secret, check_extra_args
 from .models import BenchmarkProfile, ModelArtifact
 from .units import validate_environment
@@ -59,18 +59,19 @@ class ChangeRequestForm(forms.Form):
     def __init__(self, *args: Any, kind: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
-        if kind != ChangeKind.MODEL_SWAP:
-            del self.fields["model"]
-        if kind not in {ChangeKind.MODEL_SWAP, ChangeKind.REDEPLOY}:
-            for name in ("tensor_parallel_size", "max_model_len", "extra_args", "environment"):
-                del self.fields[name]
-        if kind == ChangeKind.MODEL_SWAP:
+        declared = kinds.spec(kind)
+        if declared.takes_model:
             self.fields["model"].required = True
-        if kind not in PARTIAL_SNAPSHOT_KINDS:
+        else:
+            del self.fields["model"]
+        if not declared.shapes:
+            for name in kinds.SHAPING_FIELDS:
+                del self.fields[name]
+        if not declared.partial_snapshot_ok:
             del self.fields["acknowledge_unknown"]
-        if kind not in REVISION_KINDS:
+        if not declared.writes_revision:
             del self.fields["acknowledge_integrity"]
-        if kind not in SERVING_KINDS:
+        if not declared.serves:
             del self.fields["benchmark_profile"]
         elif not self.is_bound:  # the default profile, preselected
             default = BenchmarkProfile.objects.filter(is_default=True).first()

@@ -30,6 +30,7 @@ from hosts.choices import Verdict
 from hosts.parsers.systemd import parse_systemd_timestamp
 from hosts.state import HostState, IntegrityReport
 
+from .choices import ChangeStatus
 from .serving_plan import ServingPlan
 
 HEALTHY, CHANGING, DEGRADED, UNKNOWN, FAILED = (
@@ -56,11 +57,13 @@ class Reason:
 @dataclass(frozen=True)
 class ChangeOutcome:
     pk: int
-    kind: str
+    kind: str  # as people read it: "model swap"
     status: str
     reason: str
     by: str
     finished_at: dt.datetime | None
+    # Its kind leaves the unit inactive when it succeeds (deployments.kinds: a stop).
+    leaves_unit_stopped: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,11 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
         if unit.running is not None:
             return [Reason(CHANGING, "service_changing", f"{name} is {active} while "
                            f"{unit.running.said} runs")]  # fmt: skip
-        if change is not None and change.kind == "stop" and change.status == "succeeded":
+        if (
+            change is not None
+            and change.leaves_unit_stopped
+            and change.status == ChangeStatus.SUCCEEDED
+        ):
             return [Reason(DEGRADED, "stopped", f"{name} stopped by change #{change.pk} "
                            f"({change.by})")]  # fmt: skip
         return [Reason(FAILED, "service_inactive", f"{name} is {active}")]
@@ -375,12 +382,12 @@ def _change_reasons(unit: UnitEvidence) -> list[Reason]:
     if change is None:
         return []
     said = f"change #{change.pk} ({change.kind}, {change.by})"
-    if change.status == "failed":
+    if change.status == ChangeStatus.FAILED:
         return [Reason(FAILED, "change_failed", f"{said} failed: {change.reason[:200]}")]
-    if change.status == "rolled_back":
+    if change.status == ChangeStatus.ROLLED_BACK:
         return [Reason(DEGRADED, "change_rolled_back", f"{said} was rolled back: "
                        f"{change.reason[:200]}")]  # fmt: skip
-    if change.status == "interrupted":
+    if change.status == ChangeStatus.INTERRUPTED:
         return [Reason(DEGRADED, "change_interrupted", f"{said} was interrupted; check the "
                        "host before the next change")]  # fmt: skip
     return []

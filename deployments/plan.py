@@ -7,15 +7,8 @@ from controlplane.audit.actions import AuditAction
 from hosts import commands
 from hosts.ssh import SSHFailure
 
-from . import repair, revisions, verification
-from .choices import (
-    REVISION_KINDS,
-    SERVING_KINDS,
-    ChangeKind,
-    ChangeStatus,
-    CheckOutcome,
-    EvaluationPhase,
-)
+from . import kinds, repair, revisions, verification
+from .choices import ChangeStatus, CheckOutcome, EvaluationPhase
 from .evaluation import runs
 from .job import Job
 from .models import DeploymentRevision, Evaluation
@@ -24,22 +17,18 @@ from .outcomes import JobEnded, VerificationFailed
 
 def apply(job: Job) -> None:
     """Carry out the change, then verify it. Raises VerificationFailed if it did not work."""
-    kind = job.change.kind
+    declared = kinds.spec(job.change.kind)  # an undeclared kind raises: nothing is touched
     target = job.change.target_revision
-    if kind in REVISION_KINDS:
+    if declared.writes_revision:
         assert target is not None
         write_revision(job, target)
-        systemctl(job, "restart")
-    elif kind == ChangeKind.STOP:
-        systemctl(job, "stop")
-        verification.wait_inactive(job)
-    elif kind == ChangeKind.ENGINE_REPAIR:
+    if declared.reinstalls_engine:
         repair.reinstall(job)
-        systemctl(job, "restart")  # the running engine keeps the code it loaded until then
-    else:
-        systemctl(job, "start" if kind == ChangeKind.START else "restart")
+    systemctl(job, declared.systemctl)
+    if declared.leaves_unit_stopped:
+        verification.wait_inactive(job)
     revision = target or job.change.from_revision
-    if kind in SERVING_KINDS and revision is not None:
+    if declared.serves and revision is not None:
         verification.wait_healthy(job)
         verification.coherent(job, revision, EvaluationPhase.AFTER)
         verification.measure(job, revision, EvaluationPhase.AFTER)

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from . import serving_plan
-from .choices import ALWAYS_APPROVED_KINDS, ChangeKind
+from . import kinds, serving_plan
 from .revisions import ChangeTarget
 
 
 def approval_reasons(*, target: ChangeTarget) -> list[str]:
     """Why this change needs a second person; empty when it does not."""
     reasons = []
-    if target.kind in settings.APPROVAL_REQUIRED_KINDS or target.kind in ALWAYS_APPROVED_KINDS:
-        reasons.append(f"every {ChangeKind(target.kind).label} needs a second person")
+    declared = kinds.spec(target.kind)
+    if target.kind in settings.APPROVAL_REQUIRED_KINDS or declared.always_approved:
+        reasons.append(f"every {declared.label} needs a second person")
     if not target.writes_unit or target.unit_text == target.current.unit_text:
         return reasons
     changes = serving_plan.unit_differences(

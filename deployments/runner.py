@@ -27,9 +27,9 @@ from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.ssh import SSHFailure
 
+from . import kinds, lifecycle, plan, services, verification
 from . import lease as leases
-from . import lifecycle, plan, services, verification
-from .choices import REVISION_KINDS, ChangeKind, ChangeStatus
+from .choices import ChangeStatus
 from .drift import execution_drift
 from .job import Job
 from .lease import LeaseLost
@@ -52,7 +52,8 @@ def run(job: Job) -> None:
     try:
         plan.apply(job)
     except VerificationFailed as failure:
-        restoring = job.change.kind in REVISION_KINDS and job.change.from_revision is not None
+        writes = kinds.spec(job.change.kind).writes_revision
+        restoring = writes and job.change.from_revision is not None
         verification.snapshot_on_failure(job, final=not restoring)
         if restoring:
             plan.restore(job, str(failure))
@@ -96,7 +97,7 @@ def _check_host(job: Job, basis: StateSnapshot) -> StateSnapshot:
     change = job.change
     with job.step("re-probe and compare with the decided snapshot") as step:
         before = job.shell.probe(
-            integrity=True if change.kind == ChangeKind.ENGINE_REPAIR else None
+            integrity=True if kinds.spec(change.kind).reinstalls_engine else None
         )
         ChangeRequest.objects.filter(pk=change.pk).update(before_snapshot=before)
         change.before_snapshot = before
@@ -122,7 +123,7 @@ def _check_host(job: Job, basis: StateSnapshot) -> StateSnapshot:
 
 def _apply_revision_to_deployment(change: ChangeRequest) -> None:
     revision = change.target_revision
-    if change.kind not in REVISION_KINDS or revision is None:
+    if not kinds.spec(change.kind).writes_revision or revision is None:
         return
     deployment = Deployment.objects.select_for_update().get(pk=change.deployment_id)
     deployment.current_revision = revision

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
 from .engine_flags import check_harmless_list
+from .kinds import KINDS
 
 
 def check_harmless_engine_flags(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -18,4 +19,18 @@ def check_harmless_engine_flags(app_configs: Any = None, **kwargs: Any) -> list[
             id="deployments.E001",
         )
         for problem in check_harmless_list(settings.HARMLESS_ENGINE_FLAGS)
+    ]
+
+
+def check_approval_required_kinds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A misspelt kind in APPROVAL_REQUIRED_KINDS would quietly let that kind through with one
+    person: refuse to start instead."""
+    return [
+        Error(
+            f"APPROVAL_REQUIRED_KINDS: {kind!r} is not a change kind",
+            hint=f"The kinds are: {', '.join(KINDS)}.",
+            id="deployments.E002",
+        )
+        for kind in settings.APPROVAL_REQUIRED_KINDS
+        if kind not in KINDS
     ]

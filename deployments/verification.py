@@ -9,7 +9,8 @@ from django.conf import settings
 from hosts import commands, parsers
 from hosts.models import StateSnapshot
 
-from .choices import SERVING_KINDS, ChangeKind, CheckOutcome, EvaluationPhase
+from . import kinds
+from .choices import CheckOutcome, EvaluationPhase
 from .evaluation import benchmark, runs
 from .job import Job
 from .models import ChangeRequest, DeploymentRevision, Evaluation
@@ -77,7 +78,7 @@ def baseline(job: Job, before: StateSnapshot) -> None:
     revision = change.from_revision
     state = before.state()
     serving = state.unit_state(unit).active_state == "active" and state.server(unit).healthy
-    if change.kind not in SERVING_KINDS or revision is None or not serving:
+    if not kinds.spec(change.kind).serves or revision is None or not serving:
         return
     job.baseline = runs.coherence_run(job, revision, EvaluationPhase.BASELINE)
     measure(job, revision, EvaluationPhase.BASELINE)
@@ -118,7 +119,7 @@ def verify_after(job: Job, revision: DeploymentRevision | None) -> None:
         served = state.served_models(unit)
         roots = state.server(unit).model_roots
         step.output = f"snapshot #{after.pk}: {active}, serving {served or 'nothing'} {roots}"
-        if job.change.kind == ChangeKind.STOP:
+        if kinds.spec(job.change.kind).leaves_unit_stopped:
             if active not in {"inactive", "failed"}:
                 raise VerificationFailed(f"the service is {active} after stop")
             return

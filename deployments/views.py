@@ -19,8 +19,8 @@ from hosts import services as host_services
 from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
-from . import selectors, services
-from .choices import FINAL_STATUSES, PARTIAL_SNAPSHOT_KINDS, ChangeKind, ChangeStatus
+from . import kinds, selectors, services
+from .choices import FINAL_STATUSES, ChangeStatus
 from .evaluation import comparison
 from .evaluation import selectors as eval_selectors
 from .forms import ChangeRequestForm, DecisionForm
@@ -87,14 +87,15 @@ def _preflight_arguments(form: ChangeRequestForm) -> tuple[dict[str, Any], str |
 def _form_context(
     deployment: Deployment, kind: str, form: ChangeRequestForm, snapshot: StateSnapshot | None
 ) -> dict[str, Any]:
+    declared = kinds.spec(kind)
     context = _snapshot_context(
-        deployment.host, snapshot, allow_partial=kind in PARTIAL_SNAPSHOT_KINDS
+        deployment.host, snapshot, allow_partial=declared.partial_snapshot_ok
     )
     arguments, field_error = _preflight_arguments(form)
-    model = arguments.get("model") if kind == ChangeKind.MODEL_SWAP else None
+    model = arguments.get("model") if declared.takes_model else None
     check = services.ChangeCheck(target_error=field_error)
     # A swap's pre-flight is about the model it swaps to: none until one is picked.
-    if field_error is None and (kind != ChangeKind.MODEL_SWAP or model is not None):
+    if field_error is None and (not declared.takes_model or model is not None):
         check = services.change_check(
             deployment=deployment, kind=kind, snapshot=snapshot, **arguments
         )
@@ -103,10 +104,11 @@ def _form_context(
         deployment=deployment,
         host=deployment.host,
         kind=kind,
-        kind_label=ChangeKind(kind).label,
+        kind_label=declared.label,
+        kind_spec=declared,
         form=form,
         preflight=check.preflight,
-        pick_model=kind == ChangeKind.MODEL_SWAP and model is None and field_error is None,
+        pick_model=declared.takes_model and model is None and field_error is None,
         needs_approval=bool(check.approval_because),
         approval_because=check.approval_because,
         target=target,
@@ -132,7 +134,7 @@ def _shown_already(context: dict[str, Any], refusal: services.ChangeRefused) -> 
 
 
 def _deployment(pk: int, kind: str) -> Deployment:
-    if kind not in ChangeKind.values:
+    if kind not in kinds.KINDS:
         raise Http404("unknown change kind")
     return get_object_or_404(
         Deployment.objects.select_related("host", "model", "current_revision"), pk=pk

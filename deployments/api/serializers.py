@@ -9,8 +9,8 @@ from rest_framework import serializers
 
 from controlplane.api.errors import RefusalSerializer
 from controlplane.api.fields import RowField
+from deployments import kinds
 from deployments.choices import (
-    SERVING_KINDS,
     ApprovalDecision,
     ChangeKind,
     ChangeStatus,
@@ -124,8 +124,8 @@ class RevisionWithEvaluationsSerializer(RevisionSerializer):
 # --- change requests -----------------------------------------------------------------------
 
 REASON_MAX = 2000
-# The kinds whose unit file the request may shape (the form offers these fields for them only).
-SHAPING_KINDS = {ChangeKind.MODEL_SWAP, ChangeKind.REDEPLOY}
+# The request's field names here for the names the kind's rules use (kinds.request_field_errors).
+_API_FIELDS = {"model": ("model_id",), "benchmark": ("benchmark", "benchmark_profile_id")}
 
 
 # --- in ------------------------------------------------------------------------------------
@@ -205,20 +205,17 @@ class ChangeCreateSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        kind = attrs["kind"]
+        wrong = kinds.request_field_errors(
+            attrs["kind"],
+            model=attrs.get("model_id") is not None,
+            shaped=[n for n in kinds.SHAPING_FIELDS if attrs.get(n) is not None],
+            benchmark=bool(attrs.get("benchmark") or attrs.get("benchmark_profile_id")),
+        )
         errors: dict[str, str] = {}
-        if kind == ChangeKind.MODEL_SWAP and attrs.get("model_id") is None:
-            errors["model_id"] = "A model swap needs the model to swap to."
-        if kind != ChangeKind.MODEL_SWAP and attrs.get("model_id") is not None:
-            errors["model_id"] = "Only a model swap takes a model."
-        if kind not in SHAPING_KINDS:
-            for name in ("tensor_parallel_size", "max_model_len", "extra_args", "environment"):
-                if attrs.get(name) is not None:
-                    errors[name] = "Only model_swap and redeploy take this."
-        if kind not in SERVING_KINDS:
-            for name in ("benchmark", "benchmark_profile_id"):
-                if attrs.get(name):
-                    errors[name] = "A stop serves nothing to benchmark."
+        for name, message in wrong.items():
+            fields = _API_FIELDS.get(name, (name,))
+            for field in [f for f in fields if attrs.get(f)] or fields[:1]:
+                errors[field] = message
         if errors:
             raise serializers.ValidationError(errors)
         return attrs

@@ -23,7 +23,7 @@ from hosts.models import Host, HostHealth, StateSnapshot
 from hosts.selectors import newest_snapshot_id
 from hosts.state import IntegrityReport
 
-from .. import health
+from .. import health, kinds
 from ..choices import FINAL_STATUSES, ChangeStatus
 from ..evaluation.selectors import health_evaluations
 from ..models import ChangeRequest, Deployment
@@ -252,6 +252,7 @@ def _unit_evidence(
             pk=change.pk, kind=change.get_kind_display(), status=change.status,
             reason=change.status_reason, by=change.requested_by_name,
             finished_at=change.finished_at,
+            leaves_unit_stopped=kinds.spec(change.kind).leaves_unit_stopped,
         )  # fmt: skip
         change_text = f"#{change.pk} {change.get_kind_display()}: {change.get_status_display()}"
     unit = health.UnitEvidence(

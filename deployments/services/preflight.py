@@ -12,8 +12,8 @@ from hosts.choices import HostKeyStatus, SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import HostState
 
-from .. import engine_flags, fit, policy, revisions, units
-from ..choices import ACTIVE_JOB_STATUSES, REVISION_KINDS, SERVING_KINDS, ChangeKind
+from .. import engine_flags, fit, kinds, policy, revisions, units
+from ..choices import ACTIVE_JOB_STATUSES
 from ..models import ChangeRequest, Deployment, ModelArtifact
 from .integrity import IntegrityFinding, latest_integrity, repair_basis
 from .refusals import ChangeRefused, require_stored_rows_valid
@@ -183,17 +183,18 @@ def change_preflight(
     if target.writes_unit:
         result.problems += _drop_ins_overriding(state, deployment.unit)
     gpus_unknown = snapshot.status == SnapshotStatus.PARTIAL and not state.gpus
-    if target.kind in SERVING_KINDS and gpus_unknown:
+    declared = kinds.spec(target.kind)
+    if declared.serves and gpus_unknown:
         result.warnings.append(
             "the GPU facts are unknown (the snapshot could not read them): the fit in GPU "
             "memory cannot be checked"
         )
-    elif target.kind in SERVING_KINDS:
+    elif declared.serves:
         result.fit = fit_check(deployment=deployment, target=target, state=state)
         if not result.fit.fits:
             result.fit_problem = f"{target.model} {result.fit.message}"
             result.problems.append(result.fit_problem)
-    if target.kind != ChangeKind.START:
+    if declared.drops_inflight:
         result.inflight = state.inflight(deployment.unit)
         if result.inflight:
             result.busy = True
@@ -211,7 +212,8 @@ def _integrity(
     """An engine repair needs a recent integrity check to know what to reinstall; a change that
     serves something new on an engine whose files differ from its package warns, so that what
     a stale patch does is not blamed on the new revision."""
-    if kind == ChangeKind.ENGINE_REPAIR:
+    declared = kinds.spec(kind)
+    if declared.reinstalls_engine:
         basis = repair_basis(deployment, snapshot)
         if isinstance(basis, str):
             result.problems.append(basis)
@@ -220,7 +222,7 @@ def _integrity(
             result.integrity = basis
         return
     result.integrity = latest_integrity(deployment)
-    if kind in REVISION_KINDS and result.integrity is not None and not result.integrity.clean:
+    if declared.writes_revision and result.integrity is not None and not result.integrity.clean:
         result.integrity_unclean = True
         result.integrity_warning = (
             f"the engine integrity check is not clean: {result.integrity.describe()}. A new "

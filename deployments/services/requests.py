@@ -14,14 +14,8 @@ from hosts import services as host_services
 from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
-from .. import lifecycle, policy, repair, revisions
-from ..choices import (
-    OPEN_STATUSES,
-    PARTIAL_SNAPSHOT_KINDS,
-    SERVING_KINDS,
-    ChangeKind,
-    ChangeStatus,
-)
+from .. import kinds, lifecycle, policy, repair, revisions
+from ..choices import OPEN_STATUSES, ChangeStatus
 from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
 from .approvals import change_params_digest
 from .preflight import Preflight, change_preflight, change_target_for
@@ -57,11 +51,19 @@ def change_request_create(
     set), before and after the change.
     """
     require_role(user, OPERATOR, "Requesting a change")
-    if kind not in ChangeKind.values:
+    if kind not in kinds.KINDS:
         raise ChangeRefused(f"unknown change kind {kind!r}")
     reason = require_reason(reason, "a change request")
-    profile = _benchmark_profile(kind, benchmark_profile, benchmark)
-    if kind == ChangeKind.MODEL_SWAP and (model is None or model.pk == deployment.model_id):
+    shaped = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len,
+              "extra_args": extra_args, "environment": environment}  # fmt: skip
+    wrong = kinds.request_field_errors(
+        kind, model=model is not None, shaped=[k for k, v in shaped.items() if v is not None],
+        benchmark=benchmark or benchmark_profile is not None,
+    )  # fmt: skip
+    if wrong:
+        raise ChangeRefused(" ".join(wrong.values()), fields=wrong)
+    profile = _benchmark_profile(benchmark_profile, benchmark)
+    if kinds.spec(kind).takes_model and model is not None and model.pk == deployment.model_id:
         raise ChangeRefused("a model swap needs a different model from the catalog")
     unknown = _unknown_facts_acknowledged(kind, snapshot, acknowledge_unknown)
     try:
@@ -121,7 +123,7 @@ def _unknown_facts_acknowledged(
 ) -> list[str] | None:
     """The unknown facts a stop or restart on a partial snapshot goes ahead with, or None when
     the snapshot is not partial (or the kind may not rest on one: freshness refuses it)."""
-    if snapshot.status != SnapshotStatus.PARTIAL or kind not in PARTIAL_SNAPSHOT_KINDS:
+    if snapshot.status != SnapshotStatus.PARTIAL or not kinds.spec(kind).partial_snapshot_ok:
         return None
     facts = host_services.unknown_facts(snapshot) or ["(the snapshot did not say which facts)"]
     if not acknowledge_unknown:
@@ -136,14 +138,14 @@ def _unknown_facts_acknowledged(
 
 
 def _benchmark_profile(
-    kind: str, profile: BenchmarkProfile | None, benchmark: bool
+    profile: BenchmarkProfile | None, benchmark: bool
 ) -> BenchmarkProfile | None:
+    """The profile asked for, or the default one when only `benchmark` is set (the kind's
+    rules, kinds.request_field_errors, allowed a benchmark already)."""
     if profile is None and benchmark:
         profile = BenchmarkProfile.objects.filter(is_default=True).first()
         if profile is None:
             raise ChangeRefused("no benchmark profile is marked default: pick one")
-    if profile is not None and kind not in SERVING_KINDS:
-        raise ChangeRefused(f"a {ChangeKind(kind).label} serves nothing to benchmark")
     return profile
 
 
@@ -194,7 +196,7 @@ def _params(
             "snapshot": found.snapshot.pk,
             "found": found.describe(),
         }
-    if kind == ChangeKind.ENGINE_REPAIR:  # pre-flight made sure this check may back it
+    if kinds.spec(kind).reinstalls_engine:  # pre-flight made sure this check may back it
         params["engine_package"] = {
             **repair.package_of(found.report, deployment.engine_package_source),
             "integrity_snapshot": found.snapshot.pk,

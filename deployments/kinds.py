@@ -1,0 +1,132 @@
+"""What each kind of change is, declared once: every place that used to branch on a kind reads
+its declaration here instead (the request's rules, approval, snapshots, pre-flight, the job's
+steps, verification, the verdict, the forms).
+
+`spec(kind)` raises UnknownChangeKind for a kind that is not declared, so a kind added to
+ChangeKind and forgotten here fails loudly instead of falling through to a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .choices import ChangeKind
+
+# What a model swap and a redeploy may reshape besides the model (the request's fields).
+SHAPING_FIELDS = ("tensor_parallel_size", "max_model_len", "extra_args", "environment")
+
+
+class UnknownChangeKind(ValueError):
+    """A kind that has no declaration."""
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    kind: ChangeKind
+    # How the unit is acted on once the job has done its own part: the systemctl verb, after
+    # writing a revision (`writes_revision`) or reinstalling the engine (`reinstalls_engine`).
+    systemctl: str
+    # It writes a unit file: a new revision (`new_revision`) or an earlier one (rollback).
+    writes_revision: bool = False
+    new_revision: bool = False
+    # It must come up healthy and coherent afterwards (and may be benchmarked).
+    serves: bool = False
+    # It needs a model from the catalog (a different one); only then may the request name one.
+    takes_model: bool = False
+    # It may reshape what serves (SHAPING_FIELDS).
+    shapes: bool = False
+    # Always needs a second person, whatever APPROVAL_REQUIRED_KINDS says.
+    always_approved: bool = False
+    # May rest on a partial snapshot when the requester acknowledges what is unknown: the
+    # remedy for a GPU driver hiccup is often exactly this.
+    partial_snapshot_ok: bool = False
+    # Reinstalls the engine's package (pip as root), from a recent integrity check.
+    reinstalls_engine: bool = False
+    # In-flight requests are dropped by it (everything but a start of a stopped unit).
+    drops_inflight: bool = True
+    # After it succeeded, an inactive unit is what was asked for (degraded "stopped"), not a
+    # failure.
+    leaves_unit_stopped: bool = False
+    # What the change form says it does (after "verification": health, then the suite).
+    verifies_before: bool = True  # the suite runs before the change too when the unit serves
+    button: str = "primary"  # the form's submit button style
+
+    @property
+    def label(self) -> str:
+        return str(self.kind.label)
+
+
+KINDS: dict[str, KindSpec] = {
+    spec.kind.value: spec
+    for spec in (
+        KindSpec(
+            ChangeKind.STOP,
+            systemctl="stop",
+            partial_snapshot_ok=True,
+            leaves_unit_stopped=True,
+            verifies_before=False,
+            button="danger",
+        ),
+        KindSpec(ChangeKind.START, systemctl="start", serves=True, drops_inflight=False),
+        KindSpec(ChangeKind.RESTART, systemctl="restart", serves=True, partial_snapshot_ok=True),
+        KindSpec(
+            ChangeKind.REDEPLOY,
+            systemctl="restart",
+            writes_revision=True,
+            new_revision=True,
+            serves=True,
+            shapes=True,
+        ),
+        KindSpec(
+            ChangeKind.MODEL_SWAP,
+            systemctl="restart",
+            writes_revision=True,
+            new_revision=True,
+            serves=True,
+            takes_model=True,
+            shapes=True,
+        ),
+        KindSpec(ChangeKind.ROLLBACK, systemctl="restart", writes_revision=True, serves=True),
+        KindSpec(
+            ChangeKind.ENGINE_REPAIR,
+            # The running engine keeps the code it loaded until it restarts.
+            systemctl="restart",
+            serves=True,
+            always_approved=True,
+            reinstalls_engine=True,
+        ),
+    )
+}
+
+
+def spec(kind: str) -> KindSpec:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise UnknownChangeKind(f"unknown change kind {kind!r}") from None
+
+
+def kinds_where(flag: str) -> frozenset[str]:
+    """The kinds whose declaration sets `flag`, e.g. kinds_where("serves")."""
+    return frozenset(k for k, s in KINDS.items() if getattr(s, flag))
+
+
+def request_field_errors(
+    kind: str, *, model: bool, shaped: Iterable[str], benchmark: bool
+) -> dict[str, str]:
+    """What a request of `kind` may not carry (or lacks), per field: the one copy of these
+    rules, read by the service, the API serializer and the form."""
+    declared = spec(kind)
+    errors: dict[str, str] = {}
+    if declared.takes_model and not model:
+        errors["model"] = f"A {declared.label} needs the model to swap to."
+    if model and not declared.takes_model:
+        errors["model"] = "Only a model swap takes a model."
+    if not declared.shapes:
+        shapers = " and a ".join(s.label for s in KINDS.values() if s.shapes)
+        for name in shaped:
+            errors[name] = f"Only a {shapers} take this: a {declared.label} reshapes nothing."
+    if benchmark and not declared.serves:
+        errors["benchmark"] = f"A {declared.label} serves nothing to benchmark."
+    return errors
