@@ -8,7 +8,6 @@ that exist, so the fuzzer reaches the serializers and services behind the 404s.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 import schemathesis
@@ -93,7 +92,6 @@ def test_no_generated_request_gets_a_server_error(request, persona, rows, no_bro
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 20
     statuses: dict[int, int] = {}
-    started = time.monotonic()
 
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -121,4 +119,3 @@ def test_no_generated_request_gets_a_server_error(request, persona, rows, no_bro
     # The requests got past authentication and reached the views.
     assert statuses.get(401, 0) < sum(statuses.values()) / 4, statuses
     assert statuses.get(200, 0) > 0, statuses
-    assert DEEP or time.monotonic() - started < 45

@@ -18,7 +18,6 @@ on a queue of this test's own that no worker reads.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -173,7 +172,6 @@ def test_every_operation_and_role_gets_no_server_error_and_what_the_schema_says(
             secret = token_services.token_create(user=user, name=f"fuzz-{persona}").secret
             headers[persona] = {"Authorization": f"Bearer {secret}"}
     statuses: dict[tuple[str, int], int] = {}
-    started = time.monotonic()
 
     def fuzz(persona: str, strategy: st.SearchStrategy[Any], mode: GenerationMode) -> None:
         auth = headers[persona]
@@ -224,8 +222,6 @@ def test_every_operation_and_role_gets_no_server_error_and_what_the_schema_says(
     assert {code for (who, code) in statuses if who == "anonymous"} <= {400, 401, 403, 404, 405}
     for persona in PERSONAS[1:]:
         assert statuses.get((persona, 200), 0) > 0, (persona, statuses)
-    # A guard against a runaway search (about 35 s on an idle 2-CPU machine, 70 s under load).
-    assert DEEP or time.monotonic() - started < 150, time.monotonic() - started
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
