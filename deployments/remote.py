@@ -62,6 +62,17 @@ class HostShell:
         step.output = (step.output + result.stdout + result.stderr)[-MAX_OUTPUT_CHARS:]
         return result
 
+    def api_key(self, step: JobStep, unit: str) -> str | None:
+        """The key `unit`'s server takes, read on the host (hosts.services.host_api_key). Its
+        command lines go into the step like every command's; its output, the key, nowhere."""
+
+        def record(script: str) -> None:
+            step.command = f"{step.command}\n{script.strip()}".strip()
+            JobStep.objects.filter(pk=step.pk).update(command=step.command)
+
+        self.lease.renew()
+        return host_services.host_api_key(host=self.host, unit=unit, on_command=record)
+
     def run_or_fail(self, step: JobStep, argv: list[str], **kwargs: Any) -> CommandResult:
         result = self.run(step, argv, **kwargs)
         if result.exit_status != 0:

@@ -348,7 +348,12 @@ def api_key_sources_script(server: ServerSpec, *, sudo: bool) -> str:
     unit = server.unit
     wanted = {f"unitcat:{unit}", *(f"envfile:{unit}:{p}" for p in server.environment_files)}
     sections = probe_sections(ProbeSpec(servers=(server,), sudo=sudo))
-    return _framed([(name, argv) for name, argv in sections if name in wanted])
+    # One line: a job's step records it as the one command line the host received.
+    return (
+        _framed([(name, argv) for name, argv in sections if name in wanted])
+        .strip()
+        .replace("\n", "; ")
+    )
 
 
 def _framed(sections: list[tuple[str, list[str]]]) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 from django.conf import settings
 
 from hosts import engine_commands, parsers
-from hosts import services as host_services
 from hosts.commands import UnsafeCommand
 from hosts.ssh import SSHFailure
 
@@ -84,10 +83,10 @@ def _close(
     evaluation.save(update_fields=["finished_at", "passed", "summary", "results"])
 
 
-def _api_key(job: Job) -> str | None:
-    """The key the unit's server takes, read on the host for this run (hosts.services.
-    host_api_key): held in memory for the run's requests, never stored, logged or shown."""
-    return host_services.host_api_key(host=job.deployment.host, unit=job.deployment.unit)
+def _api_key(job: Job, step: JobStep) -> str | None:
+    """The key the unit's server takes, read on the host for this step (hosts.services.
+    host_api_key): held in memory for its requests, never stored, logged or shown."""
+    return job.shell.api_key(step, job.deployment.unit)
 
 
 def _send(
@@ -154,7 +153,7 @@ def coherence_run(job: Job, revision: DeploymentRevision, phase: str) -> Evaluat
     evaluation = _open(job, revision, phase, EvaluationKind.COHERENCE)
     name = f"{PHASE_PREFIX[phase]}coherence suite on revision {revision.number}"
     with contextlib.suppress(_StepFailed), _recorded(job, evaluation), job.step(name) as step:
-        key = _api_key(job)
+        key = _api_key(job, step)
         results: list[dict[str, Any]] = []
         compare = [c for c in checks if c.kind == CheckKind.PREVIOUS_REVISION]
         for check in (c for c in checks if c.kind != CheckKind.PREVIOUS_REVISION):
@@ -193,13 +192,8 @@ def benchmark_run(
     )
     results: list[dict[str, Any]] = []
     with _recorded(job, evaluation):
-        try:
-            client = serving_bench_source(_api_key(job))
-        except SSHFailure as failure:  # as a level that cannot reach the host: the run ends
-            why = f"the server's API key could not be read: {failure.message}"
-            results.append({"concurrency": plan[0].concurrency, "error": why, "unreachable": True})
-        for level in plan if not results else []:
-            row = _bench_level(job, phase, definition["name"], level, client)
+        for level in plan:
+            row = _bench_level(job, phase, definition["name"], level)
             results.append(row)
             if row.get("unreachable"):
                 break
@@ -209,13 +203,12 @@ def benchmark_run(
     return evaluation
 
 
-def _bench_level(
-    job: Job, phase: str, profile: str, level: benchmark.Level, client: str
-) -> dict[str, Any]:
+def _bench_level(job: Job, phase: str, profile: str, level: benchmark.Level) -> dict[str, Any]:
     name = f"{PHASE_PREFIX[phase]}benchmark {profile!r}: {level.concurrency} concurrent"
     row: dict[str, Any] = {"concurrency": level.concurrency, "error": "did not run"}
     with contextlib.suppress(_StepFailed), job.step(name) as step:
         try:
+            client = serving_bench_source(_api_key(job, step))
             result = job.shell.run(step, level.argv, stdin=client, timeout=level.timeout)
         except SSHFailure as failure:
             row = {"concurrency": level.concurrency, "error": failure.message, "unreachable": True}

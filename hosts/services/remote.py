@@ -68,11 +68,15 @@ def command_line_for(host: Host, argv: list[str]) -> str:
     return commands.render(full)
 
 
-def host_api_key(*, host: Host, unit: str) -> str | None:
+def host_api_key(
+    *, host: Host, unit: str, on_command: Callable[[str], None] | None = None
+) -> str | None:
     """The API key `unit`'s server takes, read on the host now from where its unit gets it
     (hosts.parsers.api_keys), or None when it takes none. For the requests of one change job:
-    the caller holds it in memory only and sends it on stdin, never on a command line; it is
-    never stored, logged or audited. Raises SSHFailure like host_run."""
+    the caller holds it in memory only and sends it on stdin, never on a command line; the key
+    is never stored, logged or audited. `on_command` is told the command line before it is
+    sent (a job's step records it: the command is audited, its output is not). Raises
+    SSHFailure like host_run."""
     fresh = Host.objects.select_related("credential").get(pk=host.pk)
     if fresh.host_key_status != HostKeyStatus.PINNED:
         raise SSHFailure("host_key_mismatch", "the host key is not pinned; commands are blocked")
@@ -81,10 +85,13 @@ def host_api_key(*, host: Host, unit: str) -> str | None:
     server = next((s for s in spec.servers if s.unit == unit), None)
     if target is None or server is None:
         return None
+    script = commands.api_key_sources_script(server, sudo=spec.sudo)
+    if on_command is not None:
+        on_command(script)
     result = ssh_loop.call(
         ssh_loop.pool.run(
             target,
-            commands.api_key_sources_script(server, sudo=spec.sudo),
+            script,
             connect_timeout=settings.SSH_CONNECT_TIMEOUT,
             command_timeout=settings.SSH_COMMAND_TIMEOUT,
         )

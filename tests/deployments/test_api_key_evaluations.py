@@ -18,6 +18,7 @@ from deployments.choices import ChangeStatus
 from deployments.host_scripts import SERVING_BENCH, serving_bench_source
 from deployments.models import ChangeRequest, Evaluation, JobStep
 from hosts import commands, engine_commands
+from tests import factories as f
 from tests.hosts.test_probe_api_key import KEY, UNIT, keyed_host, probe, wait_serving  # noqa: F401
 from tests.waiting import wait_for_change
 
@@ -87,7 +88,7 @@ def test_a_keyed_server_passes_its_suite_and_benchmark_and_the_key_stays_on_the_
     services.change_target_for(deployment=deployment, kind="restart")
     change = services.change_request_create(
         user=operator, deployment=deployment, kind="restart", snapshot=probe(host),
-        reason="keyed server", benchmark=True,
+        reason="keyed server", benchmark_profile=f.default_benchmark_profile(),
     )  # fmt: skip
     assert snapshot.status == "ok"
     change = wait_for_change(change, timeout=120)
