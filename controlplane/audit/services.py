@@ -128,6 +128,15 @@ def _event_fields(
     return fields, snapshot
 
 
+def chain_lock() -> None:
+    """Take the chain head's lock now, in the caller's transaction (held until it ends). A
+    writer that locks other rows and then appends events takes this first, so every writer
+    takes the head before those rows and two of them cannot deadlock."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("chain_lock() outside a transaction would hold nothing")
+    AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+
+
 def _append(pending: list[tuple[dict[str, Any], Any]]) -> list[AuditEvent]:
     """Chain and insert events under the head lock, in the caller's transaction."""
     events = []

@@ -53,13 +53,16 @@ def hosts_health_update(
     running = _running_changes(hosts)
     evidence = _evidence(hosts, now, held, running)
     with transaction.atomic():
+        # The audit chain's lock before the verdict rows': a probe round holds it already when
+        # it gets here, and one order for every writer means no deadlock with a job's update.
+        audit.chain_lock()
         # Rows locked, then the running changes read again: a job that ended (and stored its
         # own verdict) while this evidence was gathered must not be overwritten by a verdict
         # that still counts it as running. Only the hosts whose jobs moved are decided again.
-        stored = {
-            h.host_id: h
-            for h in HostHealth.objects.select_for_update().filter(host__in=hosts).order_by("host")
-        }
+        # Only the verdict rows (`of`, and ordered by the column, not by Host's ordering, which
+        # would join and lock the hosts rows a probe round updates in its own transaction).
+        locked = HostHealth.objects.select_for_update(of=("self",)).filter(host__in=hosts)
+        stored = {h.host_id: h for h in locked.order_by("host_id")}
         now_running = _running_changes(hosts)
         moved = [h for h in hosts if _changes_on(running, h) != _changes_on(now_running, h)]
         if moved:
