@@ -188,11 +188,8 @@ def _too_long(max_tokens: int, prompt_tokens: int, limit: int) -> Response | Non
     return None
 
 
-def tokenize(machine: Machine, run: Run, body: str | None) -> Response:
-    """POST /tokenize as vLLM answers it: a prompt (or chat messages) in the simulator's
-    tokens, counted as usage counts them; the model's context length beside it."""
-    engine = run.engine
-    assert engine is not None
+def _payload(engine: EngineArgs, body: str | None) -> dict[str, Any] | Response:
+    """A request's JSON object for the served model; or the 400 or 404 vLLM answers."""
     try:
         payload = json.loads(body or "")
     except ValueError:
@@ -200,8 +197,17 @@ def tokenize(machine: Machine, run: Run, body: str | None) -> Response:
     if not isinstance(payload, dict):
         return error(400, "Input should be a valid dictionary", "BadRequestError")
     refused = _unknown_model(engine, payload.get("model"))
-    if refused is not None:
-        return refused
+    return refused if refused is not None else payload
+
+
+def tokenize(machine: Machine, run: Run, body: str | None) -> Response:
+    """POST /tokenize as vLLM answers it: a prompt (or chat messages) in the simulator's
+    tokens, counted as usage counts them; the model's context length beside it."""
+    engine = run.engine
+    assert engine is not None
+    payload = _payload(engine, body)
+    if isinstance(payload, Response):
+        return payload
     prompt = _prompt(payload, "messages" in payload)
     if isinstance(prompt, Response):
         return prompt
@@ -315,15 +321,9 @@ def detokenize(run: Run, body: str | None) -> Response:
     """POST /detokenize: token ids back to text (ids /tokenize gave out, or byte tokens)."""
     engine = run.engine
     assert engine is not None
-    try:
-        payload = json.loads(body or "")
-    except ValueError:
-        return error(400, "JSON decode error", "BadRequestError")
-    if not isinstance(payload, dict):
-        return error(400, "Input should be a valid dictionary", "BadRequestError")
-    refused = _unknown_model(engine, payload.get("model"))
-    if refused is not None:
-        return refused
+    payload = _payload(engine, body)
+    if isinstance(payload, Response):
+        return payload
     ids = payload.get("tokens")
     if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
         return error(400, "Field required: tokens", "BadRequestError")
@@ -351,15 +351,9 @@ def _prompt(payload: dict[str, Any], chat: bool) -> str | Response:
 
 def _read_request(engine: EngineArgs, body: str | None, *, chat: bool) -> _Request | Response:
     """What was asked for; or the 4xx vLLM answers."""
-    try:
-        payload = json.loads(body or "")
-    except ValueError:
-        return error(400, "JSON decode error", "BadRequestError")
-    if not isinstance(payload, dict):
-        return error(400, "Input should be a valid dictionary", "BadRequestError")
-    refused = _unknown_model(engine, payload.get("model"))
-    if refused is not None:
-        return refused
+    payload = _payload(engine, body)
+    if isinstance(payload, Response):
+        return payload
     model = payload.get("model")
     prompt = _prompt(payload, chat)
     if isinstance(prompt, Response):

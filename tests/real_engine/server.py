@@ -314,45 +314,43 @@ def running(env: RealEnv, model_dir: Path, runtime: Path) -> Iterator[RealServer
 
 def build_model(env: RealEnv, out: Path, seed: int = 0) -> dict[str, Any]:
     """tiny_model.py run in the real-engine venv (torch and transformers live there)."""
-    script = Path(__file__).with_name("tiny_model.py")
-    environ = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HOME": str(out.parent / "hf"),
-    }
-    done = subprocess.run(
-        [str(env.python), str(script), str(out), "--seed", str(seed)],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=600,
-        check=False,
+    args = [str(out), "--seed", str(seed)]
+    return _run_builder(
+        env, "tiny_model.py", args, out.parent / "hf", {}, 600, "building the tiny model"
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"building the tiny model failed:\n{done.stdout}\n{done.stderr}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def build_trained_models(env: RealEnv, out: Path) -> dict[str, Any]:
     """trained_models.py run in the real-engine venv: ``out/good`` and ``out/bad``, trained on
     the coherence suite's prompts (one thread: see the script)."""
-    script = Path(__file__).with_name("trained_models.py")
-    environ = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HOME": str(out / "hf"),
-        "OMP_NUM_THREADS": "1",
-    }
+    threads = {"OMP_NUM_THREADS": "1"}
+    return _run_builder(
+        env, "trained_models.py", [str(out)], out / "hf", threads, 900, "training the tiny models"
+    )
+
+
+def _run_builder(
+    env: RealEnv,
+    name: str,
+    args: list[str],
+    hf_home: Path,
+    extra: dict[str, str],
+    timeout: int,
+    what: str,
+) -> dict[str, Any]:
+    """A model-building script beside this file, offline, in the real-engine venv: the JSON
+    line it prints last."""
+    script = Path(__file__).with_name(name)
+    environ = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "HF_HOME": str(hf_home), **extra}  # fmt: skip
     done = subprocess.run(
-        [str(env.python), str(script), str(out)],
+        [str(env.python), str(script), *args],
         capture_output=True,
         text=True,
         env=environ,
-        timeout=900,
+        timeout=timeout,
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"training the tiny models failed:\n{done.stdout}\n{done.stderr}")
+        raise RuntimeError(f"{what} failed:\n{done.stdout}\n{done.stderr}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
