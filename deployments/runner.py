@@ -10,10 +10,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import logging
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Max
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -37,8 +36,6 @@ from .lease import LeaseLost
 from .models import ChangeRequest, Deployment
 from .outcomes import JobEnded, VerificationFailed
 from .steps import steps_close_unfinished
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["Job", "LeaseLost", "change_execute", "queued_too_long", "recover_interrupted"]
 
@@ -179,14 +176,9 @@ def _end(change: ChangeRequest, status: str, reason: str) -> bool:
                 **({"unfinished_steps": unfinished} if unfinished else {}),
             },
         )
-    # The host's verdict weighs the last change's outcome: decide it again, once the outcome is
-    # committed, so that a failure here (a lost database connection) cannot undo the outcome;
-    # the next probe round decides it again anyway.
-    try:
+        # The host's verdict weighs the last change's outcome: decide it again now.
         services.host_health_update(host=change.host, ended_change=change.pk)
-    except DatabaseError:
-        logger.exception("verdict of %s not updated after change #%s", change.host, change.pk)
-    return ended
+        return ended
 
 
 def _snapshot_of_lost_host(job: Job) -> None:
