@@ -13,7 +13,8 @@ from typing import Any
 from django.conf import settings
 
 from hosts.models import StateSnapshot
-from hosts.state import fingerprint_drift, unknown_fingerprint_fields
+from hosts.probe_sections import unknown_fingerprint_fields
+from hosts.state import fingerprint_drift
 
 from . import fit, kinds, repair
 from .models import ChangeRequest
@@ -27,7 +28,7 @@ def execution_drift(
     report = fingerprint_drift(basis.material_fingerprint(), current.material_fingerprint())
     if change.rests_on_partial:
         # Facts the requester acknowledged as unknown cannot have drifted: they were never known.
-        unknown = unknown_fingerprint_fields(then)
+        unknown = unknown_fingerprint_fields({p.section for p in then.problems})
         report = [r for r in report if not (unknown and r["field"].startswith(unknown))]
     unit = change.deployment.unit
     inflight = now.inflight(unit)

@@ -28,6 +28,7 @@ from typing import Any
 from hosts.choices import VERDICT_SEVERITY as SEVERITY
 from hosts.choices import Verdict
 from hosts.parsers.systemd import parse_systemd_timestamp
+from hosts.probe_sections import GPU_DETAILS, GPUS
 from hosts.state import HostState, IntegrityReport
 
 from .choices import ChangeStatus
@@ -213,7 +214,7 @@ def _snapshot_reasons(snapshot: SnapshotFacts) -> list[Reason]:
         sections.setdefault(problem.message, []).append(problem.section)
     reasons = []
     for message, names in sections.items():
-        if {"gpus", "gpu_details"} & set(names) and not snapshot.state.gpus:
+        if {GPUS.name, GPU_DETAILS.name} & set(names) and not snapshot.state.gpus:
             reasons.append(Reason(FAILED, "gpu_driver", f"GPUs unreadable: {message}"))
         else:
             reasons.append(Reason(DEGRADED, "unreadable", f"{', '.join(names)}: {message}"))

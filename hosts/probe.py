@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import commands
+from . import commands, probe_sections
 from .parsers import ProbeParse, parse_probe
 from .parsers.api_keys import unit_api_key
 from .parsers.http import parse_http
@@ -63,7 +63,7 @@ async def probe(
         return int((time.monotonic() - started) * 1000)
 
     try:
-        script = commands.probe_script(spec)
+        script = probe_sections.probe_script(spec)
     except commands.UnsafeCommand as exc:  # a row that bypassed validation: send nothing
         return ProbeOutcome(status="error", duration_ms=elapsed(), error=str(exc))
     try:
@@ -124,15 +124,15 @@ async def _with_api_keys(
     sections = split_sections(output)
     again = ""
     for server in spec.servers:
-        name = f"models:{server.unit}"
+        name = probe_sections.MODELS.name(server.unit)
         first = sections.get(name)
         if first is None or parse_http(first.output).status != 401:
             continue
-        cat = sections.get(f"unitcat:{server.unit}")
+        cat = sections.get(probe_sections.UNIT_CAT.name(server.unit))
         files = {
             path: found.output
             for path in server.environment_files
-            if (found := sections.get(f"envfile:{server.unit}:{path}")) is not None
+            if (found := sections.get(probe_sections.ENV_FILE.name(server.unit, path))) is not None
         }
         key = unit_api_key(cat.output, files) if cat is not None else None
         if key is None:

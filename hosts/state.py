@@ -6,8 +6,10 @@ Everything here is plain data: dataclasses in, JSON-ready dicts out, no I/O.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, TypeVar
+import types
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from controlplane.canonical import canonical_digest
 
@@ -22,14 +24,6 @@ def _field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
     return names
-
-
-def _known(cls: type[T], data: object) -> dict[str, Any]:
-    """The keys of a stored dict that `cls` has fields for; older snapshots lack newer ones."""
-    if not isinstance(data, dict):
-        return {}
-    names = _field_names(cls)
-    return {k: v for k, v in data.items() if k in names}
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -52,6 +46,124 @@ def _plain(value: Any) -> Any:
 
 def _json_key(key: Any) -> str:
     return next(iter(json.loads(json.dumps({key: None}))))
+
+
+# --- reading stored JSON back ----------------------------------------------------------------
+# One generic reader for every dataclass here, built from its type hints: a snapshot stored by
+# an older release lacks newer fields (their defaults apply), and a value of the wrong shape is
+# dropped (a list item) or replaced by the field's default, never an exception.
+
+
+class _Unreadable(Exception):
+    """A stored value that cannot be the type asked for."""
+
+
+_READERS: dict[Any, Callable[[Any], Any]] = {}
+
+
+def read_json(cls: type[T], data: object) -> T:
+    """An instance of the dataclass `cls` from its stored JSON form; raises ValueError when
+    `data` cannot be one (not a dict, or a field without a default is missing or unreadable)."""
+    try:
+        value: T = _reader(cls)(data)
+    except _Unreadable as exc:
+        raise ValueError(f"not a stored {cls.__name__}: {exc}") from None
+    return value
+
+
+def _reader(tp: Any) -> Callable[[Any], Any]:
+    found = _READERS.get(tp)
+    if found is None:
+        found = _READERS[tp] = _build_reader(tp)
+    return found
+
+
+def _build_reader(tp: Any) -> Callable[[Any], Any]:
+    if is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass_reader(tp)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType):
+        options = [_reader(a) for a in args if a is not type(None)]
+        nullable = type(None) in args
+        return lambda v: None if v is None and nullable else _first_reading(options, v)
+    if origin is list:
+        item = _reader(args[0])
+        return lambda v: _read_items(item, _expect(v, list))
+    if origin is dict:
+        value_reader = _reader(args[1])
+        return lambda v: _read_values(value_reader, _expect(v, dict))
+    if tp is float:  # JSON writes 300.0 as 300
+        return lambda v: v if type(v) in (float, int) else _fail(v, tp)
+    if tp in (str, int, bool):
+        return lambda v: v if type(v) is tp else _fail(v, tp)
+    if tp is Any:
+        return lambda v: v
+    raise TypeError(f"no JSON reader for {tp!r}")
+
+
+def _dataclass_reader(cls: type) -> Callable[[Any], Any]:
+    hints = get_type_hints(cls)
+    plan = [
+        (
+            f.name,
+            _reader(hints[f.name]),
+            f.default is not MISSING or f.default_factory is not MISSING,
+        )
+        for f in fields(cls)
+    ]
+
+    def read(data: Any) -> Any:
+        data = _expect(data, dict)
+        kwargs = {}
+        for name, read_field, has_default in plan:
+            if name in data:
+                try:
+                    kwargs[name] = read_field(data[name])
+                    continue
+                except _Unreadable:
+                    pass
+            if not has_default:
+                raise _Unreadable(f"{cls.__name__}.{name} missing or unreadable")
+        return cls(**kwargs)
+
+    return read
+
+
+def _first_reading(options: list[Callable[[Any], Any]], value: Any) -> Any:
+    for option in options:
+        try:
+            return option(value)
+        except _Unreadable:
+            continue
+    raise _Unreadable(f"unexpected {type(value).__name__}")
+
+
+def _read_items(read: Callable[[Any], Any], values: list[Any]) -> list[Any]:
+    items = []
+    for value in values:
+        try:
+            items.append(read(value))
+        except _Unreadable:
+            continue  # one unreadable entry does not lose the others
+    return items
+
+
+def _read_values(read: Callable[[Any], Any], values: dict[Any, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in values.items():
+        try:
+            out[key] = read(value)
+        except _Unreadable:
+            continue
+    return out
+
+
+def _expect(value: Any, kind: type) -> Any:
+    return value if type(value) is kind else _fail(value, kind)
+
+
+def _fail(value: Any, kind: Any) -> Any:
+    raise _Unreadable(f"{type(value).__name__} where {getattr(kind, '__name__', kind)} belongs")
 
 
 @dataclass
@@ -182,7 +294,10 @@ class IntegrityReport:
     @classmethod
     def from_json(cls, data: object) -> IntegrityReport | None:
         """A report back from stored JSON; None when the probe did not check (not a dict)."""
-        return cls(**_known(cls, data)) if isinstance(data, dict) else None
+        try:
+            return read_json(cls, data)
+        except ValueError:
+            return None
 
 
 @dataclass
@@ -255,29 +370,15 @@ class HostState:
     @classmethod
     def from_json(cls, data: object) -> HostState:
         """The dataclasses back from a snapshot's stored `parsed` JSON (tolerant of old rows)."""
-        raw = data if isinstance(data, dict) else {}
-        deployments = {
-            unit: _deployment_from_json(unit, dep)
-            for unit, dep in (raw.get("deployments") or {}).items()
-        }
-        topology = raw.get("topology")
-        return cls(
-            gpus=[GpuState(**_known(GpuState, g)) for g in raw.get("gpus") or [] if g],
-            compute_apps=[
-                ComputeApp(**_known(ComputeApp, a)) for a in raw.get("compute_apps") or [] if a
-            ],
-            deployments=deployments,
-            problems=[Problem(**_known(Problem, p)) for p in raw.get("problems") or [] if p],
-            gpu_details=[
-                GpuDetails(**_known(GpuDetails, g))
-                for g in raw.get("gpu_details") or []
-                if isinstance(g, dict) and "index" in g
-            ],
-            driver_version=raw.get("driver_version"),
-            cuda_version=raw.get("cuda_version"),
-            topology=Topology(**_known(Topology, topology)) if isinstance(topology, dict) else None,
-            host_time=raw.get("host_time") if isinstance(raw.get("host_time"), int) else None,
-        )
+        raw = dict(data) if isinstance(data, dict) else {}
+        deployments = raw.get("deployments")
+        if isinstance(deployments, dict):  # a unit's state is named by its key when it is not
+            raw["deployments"] = {
+                unit: {**dep, "unit": {"unit": unit, **_dict(dep.get("unit"))}}
+                for unit, dep in deployments.items()
+                if isinstance(dep, dict)
+            }
+        return read_json(cls, raw)
 
     # --- the questions callers ask -----------------------------------------------------
 
@@ -319,26 +420,8 @@ class HostState:
         return foreign
 
 
-def _deployment_from_json(unit: str, data: object) -> DeploymentState:
-    dep = data if isinstance(data, dict) else {}
-    journal = dep.get("journal")
-    return DeploymentState(
-        unit=UnitState(**{"unit": unit, **_known(UnitState, dep.get("unit"))}),
-        unit_file_sha256=dep.get("unit_file_sha256"),
-        server=ServerState(**_known(ServerState, dep.get("server"))),
-        integrity=IntegrityReport.from_json(dep.get("integrity")),
-        unit_files=[
-            UnitFile(**_known(UnitFile, f))
-            for f in dep.get("unit_files") or []
-            if isinstance(f, dict) and {"path", "text", "sha256"} <= f.keys()
-        ],
-        environment_files=[
-            EnvironmentFile(**_known(EnvironmentFile, f))
-            for f in dep.get("environment_files") or []
-            if isinstance(f, dict) and "path" in f
-        ],
-        journal=list(journal) if isinstance(journal, list) else None,
-    )
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def snapshot_digest(parsed: dict[str, Any]) -> str:
@@ -372,18 +455,6 @@ def material_fingerprint(state: HostState) -> dict[str, Any]:
         fingerprint[f"{unit}.model"] = sorted(dep.server.models)
         fingerprint[f"{unit}.model_root"] = sorted(dep.server.model_roots)
     return fingerprint
-
-
-# Fingerprint fields read from each probe section: unknown when that section failed.
-_SECTION_FIELDS = {"gpus": ("gpu_count",), "compute_apps": ("gpu processes of ",)}
-
-
-def unknown_fingerprint_fields(state: HostState) -> tuple[str, ...]:
-    """Prefixes of the fingerprint fields a partial snapshot could not read."""
-    failed = {p.section for p in state.problems}
-    return tuple(
-        f for section, fields in _SECTION_FIELDS.items() if section in failed for f in fields
-    )
 
 
 def fingerprint_drift(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,8 @@ from hosts import selectors as host_selectors
 from hosts.choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
 from hosts.models import Host, StateSnapshot
 
+from .state_schema import host_state_schema
+
 
 class SnapshotBriefSerializer(serializers.Serializer):
     """The newest snapshot of a host, as a fleet list shows it."""
@@ -81,6 +83,11 @@ class HostSerializer(serializers.ModelSerializer):
         return SnapshotBriefSerializer(snapshot).data if snapshot is not None else None
 
 
+@extend_schema_field(host_state_schema())
+class ParsedStateField(serializers.DictField):
+    """A snapshot's parsed state (hosts.state.HostState as JSON), typed in the schema."""
+
+
 class SnapshotSerializer(serializers.Serializer):
     """One immutable snapshot: what a probe saw, its status and digest, as the CLI's --json."""
 
@@ -100,7 +107,7 @@ class SnapshotSerializer(serializers.Serializer):
     material_fingerprint = serializers.DictField(
         read_only=True, help_text="What a change compares before it acts (drift check)."
     )
-    parsed = serializers.DictField(
+    parsed = ParsedStateField(
         read_only=True, help_text="GPUs, units, servers and problems, as parsed."
     )
 

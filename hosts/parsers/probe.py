@@ -6,8 +6,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import probe_sections as catalog
 from ..state import (
-    ComputeApp,
     DeploymentState,
     HostState,
     IntegrityReport,
@@ -62,10 +62,36 @@ def _parse_smi(
     return rows or []
 
 
-def _parse_gpu_software(out: Collector, state: HostState) -> None:
-    """The per-GPU details, the driver and CUDA versions and the topology matrix."""
-    state.gpu_details = _parse_smi(out, "gpu_details", parse_gpu_details, benign_exit=6)
-    version = out.take("nvidia_smi_version")
+def _read_gpus(out: Collector, state: HostState) -> None:
+    state.gpus = _parse_smi(out, catalog.GPUS.name, parse_gpu_csv, benign_exit=6)
+
+
+def _read_compute_apps(out: Collector, state: HostState) -> None:
+    state.compute_apps = _parse_smi(
+        out, catalog.COMPUTE_APPS.name, parse_compute_apps, benign_exit=6
+    )
+
+
+def _read_process_owners(out: Collector, state: HostState) -> None:
+    """Name the unit each GPU process runs in, from the `processes` section."""
+    section = out.take(catalog.PROCESSES.name)
+    if section is None:
+        return
+    before = len(out.problems)
+    owners = out.attempt(section.name, lambda: parse_process_units(section.output))
+    out.check_exit(section, "ps", before)
+    if owners:
+        for app in state.compute_apps:
+            app.unit = owners.get(app.pid)
+
+
+def _read_gpu_details(out: Collector, state: HostState) -> None:
+    state.gpu_details = _parse_smi(out, catalog.GPU_DETAILS.name, parse_gpu_details, benign_exit=6)
+
+
+def _read_smi_version(out: Collector, state: HostState) -> None:
+    """The driver and CUDA versions."""
+    version = out.take(catalog.SMI_VERSION.name)
     if version is not None:
         before = len(out.problems)
         versions = out.attempt(version.name, lambda: parse_smi_version(version.output))
@@ -73,39 +99,40 @@ def _parse_gpu_software(out: Collector, state: HostState) -> None:
             state.driver_version, state.cuda_version = versions
         if versions != (None, None):  # (None, None): a driver without --version, exit 2
             out.check_exit(version, "nvidia-smi", before)
-    topology = out.take("gpu_topology")
+
+
+def _read_topology(out: Collector, state: HostState) -> None:
+    topology = out.take(catalog.TOPOLOGY.name)
     if topology is not None and first_line(topology.output) != "No devices were found":
         before = len(out.problems)
         state.topology = out.attempt(topology.name, lambda: parse_topology(topology.output))
         out.check_exit(topology, "nvidia-smi", before)
 
 
-def _parse_clock(out: Collector) -> int | None:
+def _read_clock(out: Collector, state: HostState) -> None:
     """The host's clock when probed (`date +%s`)."""
-    section = out.take("clock")
-    if section is None:
-        return None
-    before = len(out.problems)
-    seconds: int | None = out.attempt(section.name, lambda: parse_epoch_seconds(section.output))
-    out.check_exit(section, "date", before)
-    return seconds
-
-
-def _assign_owners(out: Collector, apps: list[ComputeApp]) -> None:
-    """Name the unit each GPU process runs in, from the `processes` section."""
-    section = out.take("processes")
+    section = out.take(catalog.CLOCK.name)
     if section is None:
         return
     before = len(out.problems)
-    owners = out.attempt(section.name, lambda: parse_process_units(section.output))
-    out.check_exit(section, "ps", before)
-    if owners:
-        for app in apps:
-            app.unit = owners.get(app.pid)
+    state.host_time = out.attempt(section.name, lambda: parse_epoch_seconds(section.output))
+    out.check_exit(section, "date", before)
+
+
+# The reader of each host section (hosts.probe_sections.HOST_SECTIONS), run in its order.
+HOST_READERS: dict[str, Callable[[Collector, HostState], None]] = {
+    catalog.GPUS.name: _read_gpus,
+    catalog.COMPUTE_APPS.name: _read_compute_apps,
+    catalog.PROCESSES.name: _read_process_owners,
+    catalog.GPU_DETAILS.name: _read_gpu_details,
+    catalog.SMI_VERSION.name: _read_smi_version,
+    catalog.TOPOLOGY.name: _read_topology,
+    catalog.CLOCK.name: _read_clock,
+}
 
 
 def _parse_unit(out: Collector, unit: str) -> UnitState:
-    section = out.take(f"unit:{unit}")
+    section = out.take(catalog.UNIT_SHOW.name(unit))
     if section is None:
         return UnitState(unit=unit)
     before = len(out.problems)
@@ -115,7 +142,7 @@ def _parse_unit(out: Collector, unit: str) -> UnitState:
 
 
 def _parse_unit_file(out: Collector, unit: str) -> str | None:
-    section = out.take(f"unitfile:{unit}")
+    section = out.take(catalog.UNIT_FILE_HASH.name(unit))
     if section is None:
         return None
     digest: str | None = out.attempt(section.name, lambda: parse_sha256sum(section.output))
@@ -156,18 +183,18 @@ def _usable_body(out: Collector, name: str, result: HttpResult | None) -> str | 
 
 def _parse_server(out: Collector, unit: str) -> ServerState:
     server = ServerState()
-    health = _http(out, f"health:{unit}")
+    health = _http(out, catalog.HEALTH.name(unit))
     if health is not None:
         server.health_http_status = health.status
         server.healthy = health.status == 200 and health.error is None
         server.health_error = health.error if health.status is None else None
-    models_name = f"models:{unit}"
+    models_name = catalog.MODELS.name(unit)
     body = _usable_body(out, models_name, _http(out, models_name))
     if body is not None:
         models = out.attempt(models_name, lambda: parse_models_json(body))
         if models is not None:
             server.models, server.model_roots, server.max_model_len = models
-    metrics_name = f"metrics:{unit}"
+    metrics_name = catalog.METRICS.name(unit)
     metrics_body = _usable_body(out, metrics_name, _http(out, metrics_name))
     if metrics_body is not None:
         values = out.attempt(metrics_name, lambda: parse_vllm_metrics(metrics_body))
@@ -177,7 +204,7 @@ def _parse_server(out: Collector, unit: str) -> ServerState:
 
 
 def _parse_integrity_section(out: Collector, unit: str) -> IntegrityReport | None:
-    section = out.take(f"integrity:{unit}")
+    section = out.take(catalog.INTEGRITY.name(unit))
     if section is None:
         return None
     report = parse_integrity(section.output)
@@ -219,11 +246,8 @@ def parse_probe(
     sections = split_sections(stdout)
     out = Collector(sections)
     state = HostState()
-    state.gpus = _parse_smi(out, "gpus", parse_gpu_csv, benign_exit=6)
-    state.compute_apps = _parse_smi(out, "compute_apps", parse_compute_apps, benign_exit=6)
-    _assign_owners(out, state.compute_apps)
-    _parse_gpu_software(out, state)
-    state.host_time = _parse_clock(out)
+    for section in catalog.HOST_SECTIONS:
+        HOST_READERS[section.name](out, state)
     checked = _integrity_units(integrity, units)
     for unit in units:
         unit_state = _parse_unit(out, unit)

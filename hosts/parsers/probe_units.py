@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from controlplane.redaction import redact_text
 
+from .. import probe_sections as catalog
 from ..commands import JOURNAL_MAX_BYTES, UnsafeCommand, check_path
 from ..state import EnvironmentFile, UnitFile, UnitState
 from .collector import Collector
@@ -26,13 +27,6 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# Sections whose output is a tool's fixed format of numbers, names, paths and hashes, with no
-# free text a secret could travel in, and which every probe reads (/metrics is large): not
-# scanned here. Pages and the API still pass them through controlplane.redaction.
-_MACHINE_SECTIONS = ("gpus", "compute_apps", "processes", "gpu_details", "nvidia_smi_version")
-_MACHINE_PREFIXES = ("gpu_topology", "clock", "unit:", "unitfile:", "envhash:", "metrics:")
-
-
 def redact_sections(sections: dict[str, Section]) -> dict[str, Section]:
     """Every section as it may be stored: environment files and unit files read as systemd
     reads them, with the values of secret-looking keys replaced, whether or not they parsed (a
@@ -41,11 +35,11 @@ def redact_sections(sections: dict[str, Section]) -> dict[str, Section]:
     controlplane.redaction."""
     redacted = {}
     for name, section in sections.items():
-        if name.startswith("envfile:"):
+        if name.startswith(catalog.ENV_FILE.prefix + ":"):
             output = redact_environment_text(section.output)
-        elif name.startswith("unitcat:"):
+        elif name.startswith(catalog.UNIT_CAT.prefix + ":"):
             output = redact_unit_text(section.output)
-        elif name in _MACHINE_SECTIONS or name.startswith(_MACHINE_PREFIXES):
+        elif catalog.stored_verbatim(name):
             output = section.output
         else:
             output = redact_text(section.output)
@@ -63,7 +57,7 @@ def parse_unit_files(
     Texts are redacted; hashes are of the files as printed, except the fragment's, which is
     sha256sum's of the real bytes when it names the same file.
     """
-    section = out.take(f"unitcat:{unit}")
+    section = out.take(catalog.UNIT_CAT.name(unit))
     if section is None:
         return []
     expected = [state.fragment_path, *state.drop_in_paths] if state.fragment_path else None
@@ -106,13 +100,14 @@ def parse_environment_files(
     named = named_environment_files(state, files)
     read: dict[str, EnvironmentFile] = {}
     for path in dict.fromkeys(requested):
-        hashed, section = out.take(f"envhash:{unit}:{path}"), out.take(f"envfile:{unit}:{path}")
+        hashed = out.take(catalog.ENV_HASH.name(unit, path))
+        section = out.take(catalog.ENV_FILE.name(unit, path))
         if path in named:
             read[path] = _environment_file(out, path, named[path], hashed, section)
     result = []
     for path, optional in named.items():
         if path not in read:
-            out.add(f"envfile:{unit}:{path}", _unread_reason(path))
+            out.add(catalog.ENV_FILE.name(unit, path), _unread_reason(path))
         result.append(read.get(path) or EnvironmentFile(path=path, optional=optional))
     return result
 
@@ -154,7 +149,7 @@ def parse_journal_section(out: Collector, unit: str, lines: int) -> list[str] | 
     """The unit's newest journal lines, when the probe asked for them (None otherwise)."""
     if lines <= 0:
         return None
-    section = out.take(f"journal:{unit}")
+    section = out.take(catalog.JOURNAL.name(unit))
     if section is None:
         return None
     before = len(out.problems)

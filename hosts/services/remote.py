@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from .. import commands, engine_commands
+from .. import commands, engine_commands, probe_sections
 from ..choices import HostKeyStatus
 from ..models import Host
 from ..parsers.api_keys import unit_api_key
@@ -85,7 +85,7 @@ def host_api_key(
     server = next((s for s in spec.servers if s.unit == unit), None)
     if target is None or server is None:
         return None
-    script = commands.api_key_sources_script(server, sudo=spec.sudo)
+    script = probe_sections.api_key_sources_script(server, sudo=spec.sudo)
     if on_command is not None:
         on_command(script)
     result = ssh_loop.call(
@@ -97,10 +97,10 @@ def host_api_key(
         )
     )
     sections = split_sections(result.stdout + result.stderr)
-    cat = sections.get(f"unitcat:{unit}")
+    cat = sections.get(probe_sections.UNIT_CAT.name(unit))
     files = {
         path: found.output
         for path in server.environment_files
-        if (found := sections.get(f"envfile:{unit}:{path}")) is not None
+        if (found := sections.get(probe_sections.ENV_FILE.name(unit, path))) is not None
     }
     return unit_api_key(cat.output, files) if cat is not None else None

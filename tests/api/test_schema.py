@@ -84,3 +84,55 @@ def test_the_docs_page_loads_nothing_from_the_internet(client, viewer):
     # the Content Security Policy), and it names the schema.
     script = next(s for s in sources if s.startswith(DOCS + "?script"))
     assert SCHEMA in client.get(script).content.decode()
+
+
+def _as_json_schema(node):
+    """OpenAPI 3.0's `nullable` as JSON Schema's null type, and no property left undeclared, so
+    jsonschema can hold a response to the served schema."""
+    if isinstance(node, list):
+        return [_as_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _as_json_schema(v) for k, v in node.items()}
+    if node.get("type") == "object" and "properties" in node:
+        node.setdefault("additionalProperties", False)
+    if node.pop("nullable", False):
+        node = {"anyOf": [node, {"type": "null"}]}
+    return node
+
+
+def _parsed_schema(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    schema = yaml.safe_load(out.read_text())
+    return _as_json_schema(schema["components"]["schemas"]["Snapshot"]["properties"]["parsed"])
+
+
+def test_a_snapshots_parsed_state_is_what_the_schema_says(tmp_path, api_for, viewer):
+    """Every field a probe stores is typed in the schema (GPUs, units, servers, integrity,
+    problems), and what the API answers for a real probe's parse holds to it."""
+    import jsonschema
+
+    from hosts.parsers import parse_probe
+    from tests import factories as f
+    from tests.hosts.parser_samples import ENV_FILES, JOURNAL_LINES, UNITS, sample
+
+    schema = _parsed_schema(tmp_path)
+    assert {"gpus", "gpu_details", "topology", "deployments", "problems"} <= set(
+        schema["properties"]
+    )
+    parse = parse_probe(
+        sample("probe_two_units.txt"),
+        UNITS,
+        integrity=True,
+        environment_files=ENV_FILES,
+        journal_lines=JOURNAL_LINES,
+    )
+    snapshot = f.make_snapshot(f.make_host("gpu-01"), parsed=parse.state.to_json())
+    parsed = api_for(viewer).get(f"/api/v1/snapshots/{snapshot.pk}/").json()["parsed"]
+    assert parsed["gpus"] and parsed["deployments"]
+    jsonschema.validate(parsed, schema)
+
+    wrong = {**parsed, "gpus": [{**parsed["gpus"][0], "memory_used_mib": "a lot"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(wrong, schema)

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from deployments import units
 from deployments.models import Deployment, ModelArtifact
-from hosts import commands, validators
+from hosts import commands, probe_sections, validators
 
 HOSTILE = [
     "x;reboot.service",
@@ -71,10 +71,10 @@ def test_the_probe_script_splits_back_into_the_intended_words():
         ),
         integrity=True,
     )
-    lexer = shlex.shlex(commands.probe_script(spec), posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(probe_sections.probe_script(spec), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     words = list(lexer)
-    for name, argv in commands.probe_sections(spec):
+    for name, argv in probe_sections.probe_sections(spec):
         start = words.index(f"@@cp:begin:{name}")
         # echo MARK ; <argv...> 2 >& 1 ; echo END$?
         assert words[start + 1] == ";"

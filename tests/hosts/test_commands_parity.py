@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from hosts import commands
+from hosts import commands, probe_sections
 from hosts.commands import ProbeSpec, ServerSpec
 
 UNIT = "vllm-kimi-k25.service"
@@ -16,7 +16,7 @@ ENV = "/etc/vllm/kimi-k25.env"
 
 def sections(**server: object) -> dict[str, list[str]]:
     spec = ProbeSpec(servers=(ServerSpec(UNIT, 8000, **server),))  # type: ignore[arg-type]
-    return dict(commands.probe_sections(spec))
+    return dict(probe_sections.probe_sections(spec))
 
 
 def test_every_probe_reads_the_unit_files_and_the_gpu_details_version_and_topology() -> None:
@@ -113,7 +113,7 @@ def test_the_journal_tail_is_read_only_bounded_and_asked_for() -> None:
 
 def test_the_probe_script_quotes_every_new_part() -> None:
     spec = ProbeSpec(servers=(ServerSpec(UNIT, 8000, environment_files=(ENV,), journal_lines=9),))
-    script = commands.probe_script(spec)
+    script = probe_sections.probe_script(spec)
 
     for line in script.splitlines():
         words = shlex.split(line)

@@ -101,7 +101,8 @@ def test_journal_lines_never_keep_a_secret(line: str, secret: str) -> None:
 
 
 def test_privileged_reads_run_under_sudo_on_hosts_that_ask() -> None:
-    from hosts.commands import ProbeSpec, ServerSpec, probe_sections
+    from hosts.commands import ProbeSpec, ServerSpec
+    from hosts.probe_sections import probe_sections
 
     server = ServerSpec("vllm-a.service", 8000, environment_files=("/etc/vllm/a.env",),
                         journal_lines=20)  # fmt: skip

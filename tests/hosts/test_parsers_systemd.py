@@ -10,11 +10,13 @@ import pytest
 from hosts.parsers import (
     ParseError,
     environment_file_names,
+    parse_sha256sum,
     parse_systemctl_cat,
     parse_systemctl_show,
     redact_unit_text,
 )
 from hosts.state import UnitState
+from tests.hosts.parser_samples import KIMI, SHOW_ACTIVE, UNIT_SHA
 
 SAMPLES = Path(__file__).parent / "samples"
 UNIT = "vllm-kimi-k25.service"
@@ -203,3 +205,105 @@ def test_secrets_in_a_unit_file_are_redacted_and_the_rest_kept() -> None:
 )
 def test_unit_redaction_cases(line: str, shown: str) -> None:
     assert redact_unit_text(line + "\n") == shown + "\n"
+
+
+# --- systemctl show of the probe's sample units, sha256sum --------------------------------
+
+SHOW_NOT_FOUND = """\
+Id=nope.service
+NRestarts=0
+MainPID=0
+LoadState=not-found
+ActiveState=inactive
+SubState=dead
+FragmentPath=
+ActiveEnterTimestamp=
+"""
+
+
+def test_systemctl_show_active_unit_in_any_order() -> None:
+    assert parse_systemctl_show(SHOW_ACTIVE, KIMI) == UnitState(
+        unit=KIMI,
+        load_state="loaded",
+        active_state="active",
+        sub_state="running",
+        main_pid=2314501,
+        active_enter_timestamp="Tue 2025-11-04 09:12:44 UTC",
+        n_restarts=2,
+        fragment_path="/etc/systemd/system/vllm-kimi-k25.service",
+    )
+
+
+def test_systemctl_show_unit_that_does_not_exist_is_a_state() -> None:
+    assert parse_systemctl_show(SHOW_NOT_FOUND, "nope.service") == UnitState(
+        unit="nope.service",
+        load_state="not-found",
+        active_state="inactive",
+        sub_state="dead",
+        main_pid=0,
+        n_restarts=0,
+    )
+
+
+def test_systemctl_show_values_may_contain_equals_and_warnings_are_skipped() -> None:
+    text = (
+        "Warning: The unit file, source configuration file or drop-ins of x.service changed on "
+        "disk. Run 'systemctl daemon-reload' to reload units.\n"
+        "FragmentPath=/etc/systemd/system/a=b.service\nMainPID=\nNRestarts=[not set]\n"
+    )
+
+    state = parse_systemctl_show(text, "x.service")
+
+    assert state.fragment_path == "/etc/systemd/system/a=b.service"
+    assert (state.main_pid, state.n_restarts, state.load_state) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Failed to get properties: Access denied\n",
+        "System has not been booted with systemd as init system (PID 1). Can't operate.\n"
+        "Failed to connect to bus: Host is down\n",
+        "",
+    ],
+)
+def test_systemctl_show_without_properties_raises(text: str) -> None:
+    with pytest.raises(ParseError) as raised:
+        parse_systemctl_show(text, "x.service")
+
+    assert str(raised.value) == (text.splitlines()[0] if text else "systemctl printed nothing")
+
+
+def test_systemctl_show_rejects_a_non_numeric_pid() -> None:
+    with pytest.raises(ParseError, match="MainPID"):
+        parse_systemctl_show("MainPID=abc\n", "x.service")
+
+
+def test_sha256sum() -> None:
+    assert parse_sha256sum(f"{UNIT_SHA}  /etc/systemd/system/{KIMI}\n") == UNIT_SHA
+    assert parse_sha256sum(f"\\{UNIT_SHA.upper()}  /etc/systemd/system/a\\nb\n") == UNIT_SHA
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sha256sum: /etc/systemd/system/x.service: No such file or directory\n",
+        "sha256sum: can't open '/etc/systemd/system/x.service': No such file or directory\n",
+    ],
+)
+def test_sha256sum_missing_file_is_none(text: str) -> None:
+    assert parse_sha256sum(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sha256sum: /etc/systemd/system/x.service: Permission denied\n",
+        "",
+        f"{UNIT_SHA[:40]}",
+        f"{UNIT_SHA}  /a\n{UNIT_SHA}  /b\n",
+    ],
+)
+def test_sha256sum_unreadable(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_sha256sum(text)

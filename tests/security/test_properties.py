@@ -39,7 +39,7 @@ from deployments import units
 from deployments.engine_flags import validate_extra_args
 from deployments.evaluation.models import validate_levels, validate_messages, validate_prompts
 from deployments.models import BenchmarkProfile, CoherenceCheck, Deployment, ModelArtifact
-from hosts import commands, engine_commands, validators
+from hosts import commands, engine_commands, probe_sections, validators
 from hosts.models import Host
 from hosts.services import command_line_for, host_run
 from hosts.services.remote import needs_root
@@ -654,12 +654,12 @@ def probe_specs(draw: st.DrawFn) -> commands.ProbeSpec:
 @given(spec=probe_specs())
 def test_the_probe_script_is_one_inert_command_per_section(spec: commands.ProbeSpec) -> None:
     try:
-        sections = commands.probe_sections(spec)
+        sections = probe_sections.probe_sections(spec)
     except commands.UnsafeCommand:
         with pytest.raises(commands.UnsafeCommand):
-            commands.probe_script(spec)
+            probe_sections.probe_script(spec)
         return
-    script = commands.probe_script(spec)
+    script = probe_sections.probe_script(spec)
     # Words as a shell reads them (a newline inside quotes, e.g. in the integrity check's
     # Python, stays in its word; one outside would split it).
     expected: list[str] = []

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import asyncssh
 
-from hosts.commands import ProbeSpec, ServerSpec, probe_script
+from hosts.commands import ProbeSpec, ServerSpec
+from hosts.probe_sections import probe_script
 from simulator import catalog, host_names, running_fleet
 from tests.fleet import FleetHandle, ssh
 

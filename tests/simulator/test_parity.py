@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hosts import commands
+from hosts import commands, probe_sections
 from hosts.commands import ProbeSpec, ServerSpec
 from hosts.parsers import parse_probe
 from simulator import catalog
@@ -298,7 +298,7 @@ def test_the_probe_of_an_envfile_host_matches_the_simulators_truth(
     spec = ProbeSpec(
         servers=(ServerSpec(UNIT, 8000, environment_files=(catalog.ENV_FILE,), journal_lines=5),)
     )
-    out, _, _ = fleet.run("gpu-01", commands.probe_script(spec))
+    out, _, _ = fleet.run("gpu-01", probe_sections.probe_script(spec))
 
     parse = parse_probe(
         out,

@@ -22,7 +22,8 @@ from simulator.shell.program import parse
 from simulator.state import Machine
 
 SAMPLES = Path(__file__).parent / "samples"
-PROBE = (SAMPLES / "probe_script.sh").read_text()  # hosts.commands.probe_script, with integrity
+# hosts.probe_sections.probe_script, with integrity
+PROBE = (SAMPLES / "probe_script.sh").read_text()
 ROUNDS = SAMPLES / "probe_rounds.json"
 UNIT = catalog.DEFAULT_UNIT
 MONO, WALL = 1000.0, 1_790_000_000.0

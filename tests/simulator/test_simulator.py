@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hosts import commands
+from hosts import commands, probe_sections
 from hosts.commands import ProbeSpec, ServerSpec
 from hosts.parsers import parse_probe
 from simulator import catalog, running_fleet
@@ -55,7 +55,7 @@ def test_probe_script_parses_into_the_simulators_truth(sim_fleet: FleetHandle) -
     spec = ProbeSpec(
         servers=(ServerSpec(UNIT, 8000, "/opt/vllm/.venv/bin/python3"),), integrity=True
     )
-    result = ssh(sim_fleet, "gpu-01", commands.probe_script(spec))
+    result = ssh(sim_fleet, "gpu-01", probe_sections.probe_script(spec))
     truth = sim_fleet.state("gpu-01")
     parsed = parse_probe(str(result.stdout), [UNIT], integrity=True).state
 
@@ -78,7 +78,7 @@ def test_probe_script_parses_into_the_simulators_truth(sim_fleet: FleetHandle) -
     assert dep.server.requests_running == 0.0
     assert dep.integrity is not None and dep.integrity.clean
     assert dep.integrity.version == "0.11.2"
-    assert sim_fleet.command_log("gpu-01") == [commands.probe_script(spec)]
+    assert sim_fleet.command_log("gpu-01") == [probe_sections.probe_script(spec)]
 
 
 def test_nvidia_smi_formats(sim_fleet: FleetHandle) -> None:
