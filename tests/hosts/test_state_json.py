@@ -30,7 +30,7 @@ def test_a_state_read_back_from_its_json_gives_the_same_json(state: HostState) -
 
 
 def test_keys_and_values_json_cannot_hold_as_they_are_come_out_as_json_has_them() -> None:
-    from hosts.state import _plain
+    from hosts.state_json import plain
 
     value = {1: (2, 3), 2.5: None, None: False, "x": [1.5, float("inf")]}
-    assert _plain(value) == json.loads(json.dumps(value))
+    assert plain(value) == json.loads(json.dumps(value))
