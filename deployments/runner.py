@@ -144,9 +144,11 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
     )
 
 
-def _end(change: ChangeRequest, status: str, reason: str) -> bool:
+def _end(job: Job, status: str, reason: str) -> bool:
     """Record the outcome if the job still owns the row (a recovery may have ended it). A
-    success makes its revision the deployment's current one in the same transaction."""
+    success makes its revision the deployment's current one in the same transaction, and the
+    host's lease is freed in it too: no one sees the job ended while its host is still held."""
+    change = job.change
     change.refresh_from_db(fields=["before_snapshot", "after_snapshot", "drift_report"])
     with transaction.atomic():
         running = ChangeRequest.objects.select_for_update().filter(
@@ -176,6 +178,8 @@ def _end(change: ChangeRequest, status: str, reason: str) -> bool:
                 **({"unfinished_steps": unfinished} if unfinished else {}),
             },
         )
+        if ended:
+            job.release_lease()
         # The host's verdict weighs the last change's outcome: decide it again now.
         services.host_health_update(host=change.host, ended_change=change.pk)
         return ended
@@ -211,16 +215,16 @@ def change_execute(*, change_id: int, clock: Clock = SYSTEM_CLOCK) -> ChangeRequ
         try:
             run(job)
             note = verification.baseline_note(job)
-            _end(change, ChangeStatus.SUCCEEDED, f"verified healthy and coherent{note}")
+            _end(job, ChangeStatus.SUCCEEDED, f"verified healthy and coherent{note}")
         except JobEnded as ended:
-            _end(change, ended.status, f"{ended.reason}{verification.baseline_note(job)}")
+            _end(job, ended.status, f"{ended.reason}{verification.baseline_note(job)}")
         except LeaseLost as lost:
-            _end(change, ChangeStatus.INTERRUPTED, str(lost))
+            _end(job, ChangeStatus.INTERRUPTED, str(lost))
         except SSHFailure as failure:
             _snapshot_of_lost_host(job)
-            _end(change, ChangeStatus.FAILED, f"SSH: {failure.message}")
+            _end(job, ChangeStatus.FAILED, f"SSH: {failure.message}")
         except commands.UnsafeCommand as refused:  # a row that bypassed validation
-            _end(change, ChangeStatus.FAILED, f"nothing sent: {refused}")
+            _end(job, ChangeStatus.FAILED, f"nothing sent: {refused}")
         except (OperationalError, InterfaceError) as lost:
             # The database went away mid-job (a restart, dropped connections): what the job was
             # writing, a step's end and its audit event, is lost with its transaction, so the
@@ -228,10 +232,10 @@ def change_execute(*, change_id: int, clock: Clock = SYSTEM_CLOCK) -> ChangeRequ
             # not, this raises too and recovery ends the job once its lease lapses.
             connection.close_if_unusable_or_obsolete()
             why = str(lost).splitlines()[0] if str(lost) else type(lost).__name__
-            _end(change, ChangeStatus.FAILED, f"the database connection was lost ({why}), so "
+            _end(job, ChangeStatus.FAILED, f"the database connection was lost ({why}), so "
                  "the job stopped before its next step")  # fmt: skip
         except Exception as exc:  # keep the job out of `running`, with the error on the row
-            _end(change, ChangeStatus.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+            _end(job, ChangeStatus.FAILED, f"internal error: {type(exc).__name__}: {exc}")
             raise
         finally:
             job.release_lease()
