@@ -12,18 +12,10 @@ from .permissions import (
     user_may_accept_host_keys,
     user_may_probe,
 )
-from .probing import (
-    QueueUnavailable,
-    host_probe,
-    hosts_claim_due_for_probe,
-    hosts_claim_due_ids,
-    hosts_probe,
-    probe_enqueue,
-    probe_spec_for,
-    snapshot_record,
-    snapshots_record,
-    ssh_target_for,
-)
+from .probe_claims import hosts_claim_due_for_probe, hosts_claim_due_ids
+from .probe_queue import QueueUnavailable, probe_enqueue
+from .probe_recording import snapshot_record, snapshots_record
+from .probing import host_probe, hosts_probe, probe_spec_for, ssh_target_for
 from .registry import credential_create, host_create, host_key_accept
 from .remote import SUDO_COMMANDS, command_line_for, host_api_key, host_run
 from .samples import gpu_samples_backfill, gpu_samples_record

@@ -40,7 +40,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from ..models import Host
-from .probing import hosts_claim_due_ids
+from .probe_claims import hosts_claim_due_ids
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@ stays, so the hourly one is always one of the ten-minute ones, and thinning agai
 nothing. Kept whatever their age: every snapshot that a row of another table names (change
 requests, approvals, a host's health, whatever a later app adds: found through the model's
 relations, not by name) and every snapshot an audit event names, which includes each
-scheduled probe whose status, material state or verdict changed (hosts.services.probing). A
-snapshot's GPU samples go with it; the raw output blobs it alone named go after it.
+scheduled probe whose status, material state or verdict changed
+(hosts.services.probe_recording). A snapshot's GPU samples go with it; the raw output blobs it
+alone named go after it.
 
 Progress is kept per tier in SnapshotRetention, so each run reads only the windows that aged
 into a tier since the last one. `snapshots_thin` is what beat runs (SNAPSHOT_RETENTION_SWEEP_
