@@ -24,37 +24,19 @@ import os
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import scaffold
+from scaffold import median_ms
 
 HOSTS = 200
 USERS = ["alice", "bob", "carol", "dmitri", "erin", "farah", "gwen", "hiro", "ines", "jon"]
 PAGE_AIM_MS = 100.0
 VERIFY_AIM = 100_000
-
-
-def _bench_url(base: str, name: str) -> str:
-    parts = urlsplit(base)
-    if not parts.scheme.startswith("postgres"):
-        raise SystemExit("DATABASE_URL must point at PostgreSQL: the benchmark is about it")
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def _recreate_database(url: str, name: str) -> None:
-    import psycopg
-
-    maintenance = urlunsplit(urlsplit(url)._replace(path="/postgres"))
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 # --- synthetic history ---------------------------------------------------------------------
@@ -222,16 +204,6 @@ def load(count: int, seed: int) -> float:
 # --- measuring -----------------------------------------------------------------------------
 
 
-def median_ms(fn: Callable[[], Any], runs: int) -> float:
-    fn()  # warm-up: connections, template loading, plan cache
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
-
-
 def page(client: Any, url: str) -> Callable[[], None]:
     def get() -> None:
         response = client.get(url)
@@ -257,30 +229,20 @@ def main() -> None:
     base = os.environ.get("DATABASE_URL")
     if not base:
         raise SystemExit("set DATABASE_URL (PostgreSQL); the benchmark uses its own database")
-    url = _bench_url(base, args.db_name)
-    if not args.reuse:
-        _recreate_database(url, args.db_name)
-    os.environ["DATABASE_URL"] = url
+    url = scaffold.fresh_database(base, args.db_name, reuse=args.reuse)
     checkpoint_dir = Path(tempfile.mkdtemp(prefix="audit-bench-checkpoints-"))
     os.environ["AUDIT_CHECKPOINT_DIR"] = str(checkpoint_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     os.environ["DEBUG"] = "false"
-
-    import django
-
-    django.setup()
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
+    scaffold.django_setup(url)
     from django.db import connection
-    from django.test import Client
 
-    from controlplane.accounts.roles import VIEWER, ensure_role_groups
+    from controlplane.accounts.roles import VIEWER
     from controlplane.audit import services
     from controlplane.audit.models import AuditEvent
     from controlplane.audit.verification import chain_verify
     from hosts.models import Host
 
-    call_command("migrate", verbosity=0)
+    scaffold.migrate()
     if not args.reuse:
         # The fleet the events talk about (bulk_create: rows only, no audit events of its own).
         Host.objects.bulk_create(
@@ -290,16 +252,13 @@ def main() -> None:
         print(f"Loading {args.events:,} events into {args.db_name} ...", flush=True)
         seconds = load(args.events, args.seed)
         print(f"  {args.events:,} events in {seconds:.1f} s ({args.events / seconds:,.0f}/s)")
-    user, created = User.objects.get_or_create(username="bench-viewer")
-    if created:
-        user.groups.add(ensure_role_groups()[VIEWER])
+    user = scaffold.bench_user("bench-viewer", VIEWER)
     services.checkpoint_write()
     head = AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
     middle = AuditEvent.objects.filter(seq__gte=head // 2, action="change.approved").first()
     assert middle is not None
 
-    client = Client()
-    client.force_login(user)
+    client = scaffold.signed_in_client(user)
     since = "2026-02-10T00:00"
     until = "2026-02-11T00:00"
     pages = [

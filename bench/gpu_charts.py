@@ -23,34 +23,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import scaffold
+from scaffold import median_ms
 
 AIM_MS = 100.0
 GPUS = 8
-
-
-def _bench_url(base: str, name: str) -> str:
-    parts = urlsplit(base)
-    if not parts.scheme.startswith("postgres"):
-        raise SystemExit("DATABASE_URL must point at PostgreSQL: the benchmark is about it")
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def _recreate_database(url: str, name: str) -> None:
-    import psycopg
-
-    maintenance = urlunsplit(urlsplit(url)._replace(path="/postgres"))
-    with psycopg.connect(maintenance, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _load(snapshots: int, hosts: int) -> Any:
@@ -67,14 +47,13 @@ def _load(snapshots: int, hosts: int) -> Any:
         first = first or host
         StateSnapshot.objects.bulk_create(
             (
-                StateSnapshot(
-                    host=host, taken_at=end - dt.timedelta(minutes=i), status="ok",
-                    trigger="schedule", duration_ms=800, parsed={}, digest="",
+                scaffold.ok_snapshot(
+                    host, end - dt.timedelta(minutes=i), duration_ms=800, parsed={}, digest=""
                 )
                 for i in range(snapshots)
             ),
             batch_size=5000,
-        )  # fmt: skip
+        )
     # Readings that move (daily cycles, a little different per GPU), so no aggregate is free.
     with connection.cursor() as cursor:
         cursor.execute(
@@ -98,30 +77,15 @@ def _load(snapshots: int, hosts: int) -> Any:
     return first
 
 
-def _median_ms(fn: Any, runs: int) -> float:
-    fn()  # warm-up: plans cached, pages in shared buffers
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
 def _measure(host: Any, runs: int) -> list[dict[str, Any]]:
-    from django.contrib.auth.models import User
     from django.db import connection
-    from django.test import Client
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
-    from controlplane.accounts.roles import VIEWER, ensure_role_groups
+    from controlplane.accounts.roles import VIEWER
     from hosts.charts import WINDOWS, gpu_chart_series
 
-    viewer, _ = User.objects.get_or_create(username="bench-viewer")
-    viewer.groups.add(ensure_role_groups()[VIEWER])
-    client = Client()
-    client.force_login(viewer)
+    client = scaffold.signed_in_client(scaffold.bench_user("bench-viewer", VIEWER))
     url = reverse("hosts:gpu_series", args=[host.name])
     results = []
     for window in WINDOWS:
@@ -136,8 +100,8 @@ def _measure(host: Any, runs: int) -> list[dict[str, Any]]:
                 "queries": len(queries.captured_queries),
                 "view_queries": len(view_queries.captured_queries),
                 "points": len(data["t"]),
-                "selector_ms": _median_ms(lambda w=window: gpu_chart_series(host, w), runs),
-                "view_ms": _median_ms(lambda w=window: client.get(url, {"window": w}), runs),
+                "selector_ms": median_ms(lambda w=window: gpu_chart_series(host, w), runs),
+                "view_ms": median_ms(lambda w=window: client.get(url, {"window": w}), runs),
                 "bytes": len(response.content),
             }
         )
@@ -167,20 +131,9 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="keep the database if it exists")
     args = parser.parse_args()
 
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/controlplane")
-    url = _bench_url(base, args.database)
-    if not args.reuse:
-        _recreate_database(url, args.database)
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    settings.ALLOWED_HOSTS = ["*"]  # the test client's "testserver"
-    call_command("migrate", verbosity=0)
+    base = os.environ.get("DATABASE_URL", scaffold.DEFAULT_DATABASE)
+    scaffold.django_setup(scaffold.fresh_database(base, args.database, reuse=args.reuse))
+    scaffold.migrate()
     from hosts.models import GpuSample, Host
 
     start = time.perf_counter()
