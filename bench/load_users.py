@@ -45,28 +45,27 @@ import json
 import os
 import random
 import re
-import shutil
-import signal
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".run" / "bench-load"
+import scaffold
+from scaffold import CLK_TCK, loadavg, machine_busy, pct, postgres_cpu
+
+STATE = scaffold.ROOT / ".run" / "bench-load"
 DB_NAME = "controlplane_load_bench"
 BASE_PORT = 24001
 PASSWORD = "load-bench-password-1"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+ACCESS_FORMAT = "%(t)s %(m)s %(U)s?%(q)s %(s)s %(D)s"  # server_times: the last three
 FINAL = ("rejected", "succeeded", "failed", "rolled_back", "drifted", "cancelled", "interrupted")
 ENDS = {f"change.{s}" for s in FINAL if s != "rejected"}
 
@@ -103,15 +102,6 @@ class Tally:
             self.counts[what] += 1
 
 
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
 def proc_cpu(pid: int) -> float:
     """CPU seconds of a process and of its children it has reaped."""
     try:
@@ -137,31 +127,7 @@ def tree_cpu(root: int) -> float:
     return total
 
 
-def machine_busy() -> tuple[float, float]:
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / CLK_TCK, sum(fields) / CLK_TCK
-
-
 # --- the control plane ------------------------------------------------------------------
-
-
-def fresh_database(url: str) -> str:
-    import psycopg
-
-    base = url.rpartition("/")[0]
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    return f"{base}/{DB_NAME}"
-
-
-def django_setup(db_url: str) -> None:
-    os.environ["DATABASE_URL"] = db_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
 
 
 def free_port() -> int:
@@ -170,41 +136,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def people(args: argparse.Namespace) -> dict:
     """The users: viewers with passwords, operators and approvers with personal tokens."""
-    from django.contrib.auth.models import User
-
-    from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
+    from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER
     from controlplane.api.services import token_create
     from controlplane.audit.context import acting
 
-    groups = ensure_role_groups()
-
-    def user(name: str, roles: list[str]) -> User:
-        u = User(username=name)
-        u.set_password(PASSWORD)
-        u.save()
-        u.groups.set([groups[r] for r in roles])
-        return u
+    def user(name: str, *roles: str) -> Any:
+        return scaffold.bench_user(name, *roles, password=PASSWORD)
 
     with acting("system:cli"):
-        viewers = [user(f"load-viewer-{i:02d}", [VIEWER]).username for i in range(args.users)]
+        viewers = [user(f"load-viewer-{i:02d}", VIEWER).username for i in range(args.users)]
         operators = [
-            token_create(user=user(f"load-operator-{i}", [VIEWER, OPERATOR]), name="load").secret
+            token_create(user=user(f"load-operator-{i}", VIEWER, OPERATOR), name="load").secret
             for i in range(args.operators)
         ]
         approvers = [
-            token_create(user=user(f"load-approver-{i}", [VIEWER, APPROVER]), name="load").secret
+            token_create(user=user(f"load-approver-{i}", VIEWER, APPROVER), name="load").secret
             for i in range(args.approvers)
         ]
     return {"viewers": viewers, "operators": operators, "approvers": approvers}
@@ -602,46 +550,34 @@ def snapshot_ages(started_at: float, ended_at: float) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
-    # checkpoints signed for an earlier database would fail this one's verification
-    shutil.rmtree(STATE / "checkpoints", ignore_errors=True)
-    db_url = fresh_database(args.database)
-    queue = f"load-{uuid.uuid4().hex[:8]}"
+    checkpoints = scaffold.fresh_checkpoints(STATE / "checkpoints")
+    db_url = scaffold.fresh_database(args.database, DB_NAME)
+    queue = scaffold.run_queue("load")
     env = dict(os.environ, DATABASE_URL=db_url, CELERY_TASK_DEFAULT_QUEUE=queue,
-               LOG_LEVEL="WARNING", AUDIT_CHECKPOINT_DIR=str(STATE / "checkpoints"))  # fmt: skip
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    django_setup(db_url)
+               LOG_LEVEL="WARNING", AUDIT_CHECKPOINT_DIR=str(checkpoints))  # fmt: skip
+    scaffold.migrate_in_child(env)
+    scaffold.django_setup(db_url)
     print(f"load average at the start {loadavg()}", flush=True)
     procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(name: str, argv: list[str], **kwargs) -> subprocess.Popen[bytes]:
-        log = open(STATE / f"{name}.log", "wb")  # noqa: SIM115 (the child keeps it)
-        procs[name] = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, **kwargs
-        )
+    def start(name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        procs[name] = scaffold.start_logged(argv, env, STATE / f"{name}.log")
         return procs[name]
 
     try:
-        fleet_log = STATE / "fleet.log"
-        fleet = start("fleet", [sys.executable, "manage.py", "simfleet", "--hosts", str(args.hosts),
-                                "--base-port", str(BASE_PORT), "--register",
-                                "--state-dir", str(STATE / "fleet")])  # fmt: skip
-        wait_for(lambda: "listening" in fleet_log.read_text(), 600, "the simulated fleet", fleet)
+        procs["fleet"] = scaffold.start_simfleet(
+            args.hosts, BASE_PORT, STATE / "fleet", STATE / "fleet.log", env
+        )
         who = people(args)
         rows = fleet_rows()
         hosts = sorted(rows["deployments"])
-        celery = [sys.executable, "-m", "celery", "-A", "controlplane"]
-        start("worker", [*celery, "worker", "-P", "threads", "-c", "4", "-n", "load@%h",
-                         "-Q", queue, "-l", "warning", "--without-gossip",
-                         "--without-mingle"])  # fmt: skip
+        start("worker", scaffold.celery_worker_argv("load", queue, threads=4))
         time.sleep(6)
-        start("beat", [*celery, "beat", "-l", "warning", "-s", str(STATE / "beat-schedule")])
+        start("beat", scaffold.celery_beat_argv(STATE / "beat-schedule"))
         port = free_port()
         access = STATE / "access.log"
         access.unlink(missing_ok=True)
-        web = start("web", [sys.executable, "-m", "gunicorn", "controlplane.wsgi", "--bind",
-                            f"127.0.0.1:{port}", "--workers", str(args.server_workers),
-                            "--access-logfile", str(access), "--access-logformat",
-                            "%(t)s %(m)s %(U)s?%(q)s %(s)s %(D)s"])  # fmt: skip
+        web = start("web", scaffold.gunicorn_argv(port, args.server_workers, access, ACCESS_FORMAT))
         base = f"http://127.0.0.1:{port}"
 
         def answers() -> bool:
@@ -652,7 +588,7 @@ def run(args: argparse.Namespace) -> None:
                 return r.status == 200
             return False
 
-        wait_for(answers, 60, "gunicorn", web)
+        scaffold.wait_for(answers, 60, "gunicorn", web)
 
         tally = Tally()
         changes: list[int] = []
@@ -692,7 +628,7 @@ def run(args: argparse.Namespace) -> None:
             t.start()
         tally.measuring = True
         window_start = time.time()
-        mark = access.stat().st_size if access.exists() else 0
+        mark = scaffold.log_size(access)
         load0 = loadavg()
         cpu0 = {name: tree_cpu(p.pid) for name, p in procs.items()}
         pg0, me0, busy0 = postgres_cpu(), proc_cpu(os.getpid()), machine_busy()
@@ -707,9 +643,7 @@ def run(args: argparse.Namespace) -> None:
         cpu["postgres (all its databases)"] = (postgres_cpu() - pg0) / window
         cpu["load client (this process)"] = (proc_cpu(os.getpid()) - me0) / window
         busy1 = machine_busy()
-        with access.open() as fh:
-            fh.seek(mark)
-            server = server_times(fh.read().splitlines())
+        server = server_times(scaffold.lines_after(access, mark))
 
         # Drain: open jobs end on their own; waiting approvals stay waiting.
         from deployments.models import ChangeRequest
@@ -721,17 +655,17 @@ def run(args: argparse.Namespace) -> None:
             time.sleep(2)
         still_open = ChangeRequest.objects.filter(status__in=["queued", "running"]).count()
         for name in ("beat", "worker", "web"):
-            stop(procs.pop(name))
+            scaffold.stop(procs.pop(name))
         audit_rows = audit_check(tally)
         ages = snapshot_ages(window_start, window_end)
         statuses = dict(
             ChangeRequest.objects.values_list("status").annotate(n=models_count()).order_by()
         )
-        verify = subprocess.run([sys.executable, "manage.py", "verify_audit"], cwd=ROOT, env=env,
-                                capture_output=True, text=True)  # fmt: skip
+        verify = subprocess.run(scaffold.manage_argv("verify_audit"), cwd=scaffold.ROOT,
+                                env=env, capture_output=True, text=True)  # fmt: skip
     finally:
         for p in procs.values():
-            stop(p)
+            scaffold.stop(p)
 
     report(args, tally, server, cpu, (busy1[0] - busy0[0]) / window, load0, load1, window,
            audit_rows, ages, statuses, still_open, verify, signing)  # fmt: skip
@@ -741,23 +675,6 @@ def models_count():
     from django.db.models import Count
 
     return Count("pk")
-
-
-def postgres_cpu() -> float:
-    sys.path.insert(0, str(ROOT / "bench"))
-    import probe_scale
-
-    return probe_scale.postgres_cpu()
-
-
-def stop(p: subprocess.Popen[bytes]) -> None:
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait(10)
 
 
 def page_of(path: str, query: str) -> str:
@@ -871,9 +788,8 @@ def report(args, tally, server, cpu, busy, load0, load1, window, audit_rows, age
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
-    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
+    parser = scaffold.parser_for(__doc__)
+    parser.add_argument("--database", default=scaffold.DEFAULT_DATABASE)
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--hosts", type=int, default=500)
     parser.add_argument("--minutes", type=float, default=5)

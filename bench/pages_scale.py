@@ -25,7 +25,6 @@ import argparse
 import datetime as dt
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,19 +32,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".run" / "bench-pages"
+import scaffold
+from scaffold import loadavg, pct
+
+STATE = scaffold.ROOT / ".run" / "bench-pages"
 DB_NAME = "controlplane_pages_bench"
 BIG = "gpu-00001"
-
-
-def setup(db_url: str) -> None:
-    os.environ["DATABASE_URL"] = db_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
 
 
 def load(args: argparse.Namespace) -> None:
@@ -75,10 +67,9 @@ def load(args: argparse.Namespace) -> None:
             for i in range(start + 1, min(start + 2001, args.hosts + 1))
         )  # fmt: skip
         snaps = StateSnapshot.objects.bulk_create(
-            StateSnapshot(host=h, taken_at=h.last_probe_at, status="ok", trigger="schedule",
-                          duration_ms=60, parsed=parsed, digest=digest)
+            scaffold.ok_snapshot(h, h.last_probe_at, duration_ms=60, parsed=parsed, digest=digest)
             for h in batch
-        )  # fmt: skip
+        )
         HostHealth.objects.bulk_create(
             HostHealth(host=h, verdict=(v := random.choice(verdicts)), severity=severity[v],
                        since=now, computed_at=now, snapshot=s, serving="kimi-k2.5")
@@ -90,8 +81,8 @@ def load(args: argparse.Namespace) -> None:
     big = hosts[0]
     for start in range(0, args.history, 5000):
         snaps = StateSnapshot.objects.bulk_create(
-            StateSnapshot(host=big, taken_at=now - dt.timedelta(minutes=i + 1), status="ok",
-                          trigger="schedule", duration_ms=60, parsed=parsed, digest=digest)
+            scaffold.ok_snapshot(big, now - dt.timedelta(minutes=i + 1), duration_ms=60,
+                                 parsed=parsed, digest=digest)
             for i in range(start, min(start + 5000, args.history))
         )  # fmt: skip
         GpuSample.objects.bulk_create(
@@ -133,16 +124,11 @@ def load(args: argparse.Namespace) -> None:
 
 def session_cookie() -> str:
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth.models import User
     from django.contrib.sessions.backends.db import SessionStore
 
-    from controlplane.accounts.roles import APPROVER, VIEWER, ensure_role_groups
+    from controlplane.accounts.roles import APPROVER, VIEWER
 
-    groups = ensure_role_groups()
-    user = User.objects.filter(username="bench-anna").first()
-    if user is None:
-        user = User.objects.create_user("bench-anna", password="x-bench-password-1")
-        user.groups.add(groups[VIEWER], groups[APPROVER])
+    user = scaffold.bench_user("bench-anna", VIEWER, APPROVER, password="x-bench-password-1")
     store = SessionStore()
     store[SESSION_KEY] = str(user.pk)
     store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
@@ -154,11 +140,9 @@ def session_cookie() -> str:
 def query_counts(pages: dict[str, str]) -> dict[str, int]:
     from django.contrib.auth.models import User
     from django.db import connection
-    from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    client = Client()
-    client.force_login(User.objects.get(username="bench-anna"))
+    client = scaffold.signed_in_client(User.objects.get(username="bench-anna"))
     counts = {}
     for name, url in pages.items():
         with CaptureQueriesContext(connection) as captured:
@@ -174,7 +158,7 @@ def storm(db_url: str) -> subprocess.Popen[bytes]:
 
 
 def storm_child(db_url: str) -> None:
-    setup(db_url)
+    scaffold.django_setup(db_url)
     from controlplane.audit import services as audit
     from controlplane.audit.context import acting
     from hosts.models import Host, StateSnapshot
@@ -233,19 +217,16 @@ def hammer_n(url: str, cookie: str, n: int) -> list[float]:
     return times
 
 
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
+def server_ms_after(log: Path, mark: int) -> list[float]:
+    """gunicorn's own time (%(D)s, microseconds) of each request logged since `mark`, in ms."""
+    return [
+        int(line.split()[-1]) / 1000 for line in scaffold.lines_after(log, mark) if line.strip()
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
-    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
+    parser = scaffold.parser_for(__doc__)
+    parser.add_argument("--database", default=scaffold.DEFAULT_DATABASE)
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--history", type=int, default=50_000)
     parser.add_argument("--approvals", type=int, default=1_000)
@@ -265,17 +246,11 @@ def main() -> None:
 
     import psycopg
 
-    base = args.database.rpartition("/")[0]
-    db_url = f"{base}/{DB_NAME}"
-    if not args.reuse:
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    db_url = scaffold.fresh_database(args.database, DB_NAME, reuse=args.reuse)
     # Also on --reuse: a database loaded before the code's newest migration (an index) would
     # measure the old schema.
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True,
-                   env=dict(os.environ, DATABASE_URL=db_url))  # fmt: skip
-    setup(db_url)
+    scaffold.migrate_in_child(dict(os.environ, DATABASE_URL=db_url))
+    scaffold.django_setup(db_url)
     if not args.reuse:
         load(args)
         with psycopg.connect(db_url, autocommit=True) as conn:
@@ -298,10 +273,9 @@ def main() -> None:
     log = STATE / "access.log"
     log.unlink(missing_ok=True)
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "controlplane.wsgi", "--bind",
-         f"127.0.0.1:{args.port}", "--workers", str(args.server_workers), "--access-logfile",
-         str(log), "--access-logformat", "%(U)s?%(q)s %(s)s %(D)s", "--log-level", "warning"],
-        cwd=ROOT, env=dict(os.environ, DATABASE_URL=db_url),
+        [*scaffold.gunicorn_argv(args.port, args.server_workers, log, "%(U)s?%(q)s %(s)s %(D)s"),
+         "--log-level", "warning"],
+        cwd=scaffold.ROOT, env=dict(os.environ, DATABASE_URL=db_url),
     )  # fmt: skip
     storming = None
     try:
@@ -314,23 +288,18 @@ def main() -> None:
             full = f"http://127.0.0.1:{args.port}{url}"
             hammer(full, cookie, 5, 3, 0.2)  # warm-up
             # one user alone, back to back: what a request costs with no queue for the CPU
-            mark = log.stat().st_size if log.exists() else 0
+            mark = scaffold.log_size(log)
             alone_client = hammer_n(full, cookie, 20)
-            with log.open() as fh:
-                fh.seek(mark)
-                alone = [int(line.split()[-1]) / 1000 for line in fh if line.strip()]
-            mark = log.stat().st_size
+            alone = server_ms_after(log, mark)
+            mark = scaffold.log_size(log)
             load0 = loadavg()
             started = time.monotonic()
             client = hammer(full, cookie, args.users, args.seconds, args.think)
             took = time.monotonic() - started
             load1 = loadavg()
-            with log.open() as fh:
-                fh.seek(mark)
-                server_ms = [int(line.split()[-1]) / 1000 for line in fh if line.strip()]
+            server_ms = server_ms_after(log, mark)
             if storming is not None:
-                storming.send_signal(signal.SIGTERM)
-                storming.wait(10)
+                scaffold.stop(storming, timeout=10)
                 storming = None
             rows.append((name, url, counts[name], len(server_ms), statistics.median(server_ms),
                          pct(server_ms, 95), statistics.median(client) * 1000,
@@ -341,8 +310,7 @@ def main() -> None:
     finally:
         if storming is not None:
             storming.kill()
-        server.send_signal(signal.SIGTERM)
-        server.wait(20)
+        scaffold.stop(server, timeout=20)
     print(f"\n{args.users} users, each waiting {args.think:g} s (exponential) between requests, "
           f"{args.seconds:g} s per page; gunicorn {args.server_workers} sync workers; "
           f"'alone': one user, 20 requests back to back, server median")  # fmt: skip
