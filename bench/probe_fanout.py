@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import scaffold
 
 
 def _cpu() -> float:
@@ -38,27 +38,12 @@ def _cpu() -> float:
 
 
 def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    import django
-
-    django.setup()
+    scaffold.django_setup()  # on the DATABASE_URL run_size made for this size
     from django.conf import settings
-    from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
-    state_dir = Path(os.environ["BENCH_TMP"]) / "fleet"
-    fleet = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "simfleet", "--hosts", str(n),
-         "--base-port", str(base_port), "--register", "--state-dir", str(state_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert fleet.stdout is not None
-    for line in fleet.stdout:
-        if "listening" in line:
-            break
-    else:
-        raise SystemExit(f"simfleet did not start (exit {fleet.wait()})")
+    scaffold.migrate()
+    tmp = Path(os.environ["BENCH_TMP"])
+    fleet = scaffold.start_simfleet(n, base_port, tmp / "fleet", tmp / "fleet.log")
     try:
         from hosts import services
         from hosts.models import Host
@@ -105,37 +90,27 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
             "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
         }
     finally:
-        fleet.terminate()
-        fleet.wait(20)
+        scaffold.stop(fleet, timeout=20)
 
 
 def run_size(n: int, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="probe-bench-") as tmp:
         env = dict(os.environ, BENCH_TMP=tmp, AUDIT_CHECKPOINT_DIR=str(Path(tmp) / "ckpt"))
         if args.database:
-            env["DATABASE_URL"] = _fresh_postgres(args.database, n)
+            # a previous size's fleet may still be closing its sessions: force
+            env["DATABASE_URL"] = scaffold.fresh_database(
+                args.database, f"controlplane_bench_{n}", force=True
+            )
         else:
             env["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
         out = subprocess.run(
             [sys.executable, __file__, "--child", str(n), "--rounds", str(args.rounds),
              "--base-port", str(args.base_port), "--concurrency", str(args.concurrency)],
-            env=env, cwd=ROOT, capture_output=True, text=True, check=False,
+            env=env, cwd=scaffold.ROOT, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if out.returncode != 0:
             raise SystemExit(f"N={n} failed:\n{out.stdout}\n{out.stderr}")
         return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _fresh_postgres(url: str, n: int) -> str:
-    import psycopg
-
-    base, _, _name = url.rpartition("/")
-    name = f"controlplane_bench_{n}"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        # a previous size's fleet may still be closing its sessions
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{base}/{name}"
 
 
 async def _peer_rounds(
@@ -165,7 +140,6 @@ def peers(args: argparse.Namespace) -> None:
 
     import asyncssh
 
-    sys.path.insert(0, str(ROOT))
     from hosts.ssh import SSHTarget
 
     fleet = Path("/tmp/peers-fleet")
@@ -191,9 +165,7 @@ def peers(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = scaffold.parser_for(__doc__)
     parser.add_argument(
         "--sizes", default="50,200,500", type=lambda s: [int(x) for x in s.split(",")]
     )

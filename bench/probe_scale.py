@@ -26,124 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / ".run" / "bench-scale"
-BASE_PORT = 20001
+import scaffold
+from scaffold import CLK_TCK, loadavg, machine_busy, postgres_cpu
+
+STATE = scaffold.ROOT / ".run" / "bench-scale"
 DB_NAME = "controlplane_scale_bench"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-# --- the simulated fleet, one slice per process -------------------------------------------
-
-
-def sim_child(index: int, names: list[str], bind: str) -> None:
-    import asyncio
-
-    sys.path.insert(0, str(ROOT))
-    from simulator.server import SimFleet
-
-    fleet = SimFleet(len(names), names=names, base_port=BASE_PORT, bind=bind,
-                     state_dir=STATE / "fleet", load_seconds=0.2)  # fmt: skip
-    info = [{"name": i.name, "port": i.port, "public_key": i.public_key}
-            for i in fleet.registration_info()]  # fmt: skip
-
-    async def serve() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await fleet.start()
-        (STATE / f"sim{index}.json").write_text(json.dumps({"bind": bind, "hosts": info}))
-        await stop.wait()
-        await fleet.stop()
-
-    asyncio.run(serve())
-
-
-def start_fleet(hosts: int, procs: int) -> list[subprocess.Popen[bytes]]:
-    sys.path.insert(0, str(ROOT))
-    from simulator.server import host_names
-
-    names = host_names(hosts)
-    per = -(-hosts // procs)
-    children = []
-    for k in range(procs):
-        (STATE / f"sim{k}.json").unlink(missing_ok=True)
-        chunk = names[k * per : (k + 1) * per]
-        child = subprocess.Popen(
-            [sys.executable, __file__, "--sim-child", str(k), "--bind", f"127.0.10.{k + 1}",
-             "--names", ",".join(chunk)],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        children.append(child)
-        if k == 0:  # the first writes the shared client key; the others read it
-            wait_for(lambda: (STATE / "fleet" / "client_ed25519").exists(), 60, "client key")
-    for k, child in enumerate(children):
-        wait_for(lambda k=k: (STATE / f"sim{k}.json").exists(), 300, f"simulator {k}",
-                 child)  # fmt: skip
-    return children
-
-
-def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-# --- the control plane --------------------------------------------------------------------
-
-
-def fresh_database(url: str, reuse: bool) -> str:
-    import psycopg
-
-    base = url.rpartition("/")[0]
-    if not reuse:
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    return f"{base}/{DB_NAME}"
-
-
-def django_setup(db_url: str) -> None:
-    os.environ["DATABASE_URL"] = db_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-
-
-def register(procs: int) -> int:
-    from deployments.simfleet_registration import register_fleet
-    from simulator.ssh_host import SimHostInfo
-
-    key = (STATE / "fleet" / "client_ed25519").read_text()
-    total = 0
-    for k in range(procs):
-        spec = json.loads((STATE / f"sim{k}.json").read_text())
-        infos = [SimHostInfo(h["name"], h["port"], h["public_key"]) for h in spec["hosts"]]
-        for start in range(0, len(infos), 500):
-            total += len(register_fleet(infos[start : start + 500], client_private_key=key,
-                                        address=spec["bind"]))  # fmt: skip
-    return total
-
-
-def celery(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "controlplane", *args],
-                            cwd=ROOT, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def proc_sample(pid: int) -> tuple[float, float]:
@@ -155,37 +46,6 @@ def proc_sample(pid: int) -> tuple[float, float]:
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1]) / 1024
     return cpu, rss
-
-
-def postgres_cpu() -> float:
-    """CPU seconds of the whole PostgreSQL server (every database) since it started: the
-    postmaster's own and its reaped backends' (cutime, cstime), plus the live backends'."""
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if Path(entry, "comm").read_text().strip() != "postgres":
-                continue
-            stat = Path(entry, "stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(stat[11]) + int(stat[12])) / CLK_TCK
-            if stat[1] == "1" or Path(entry, "cmdline").read_bytes().startswith(b"/usr/lib"):
-                total += (int(stat[13]) + int(stat[14])) / CLK_TCK  # children reaped
-        except (OSError, IndexError):
-            continue
-    return total
-
-
-def loadavg() -> str:
-    """The 1, 5 and 15 minute load averages, as /proc/loadavg has them."""
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields) - idle) / CLK_TCK, sum(fields) / CLK_TCK
 
 
 def ages(window_start: float, window_end: float) -> dict[str, float]:
@@ -256,44 +116,41 @@ def ages(window_start: float, window_end: float) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict:
     STATE.mkdir(parents=True, exist_ok=True)
-    db_url = fresh_database(args.database, args.reuse)
+    db_url = scaffold.fresh_database(args.database, DB_NAME, reuse=args.reuse)
     env = dict(os.environ, DATABASE_URL=db_url)
     if not args.reuse:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
-                       check=True)  # fmt: skip
-        # checkpoints signed for an earlier database would fail beat's verification
-        shutil.rmtree(STATE / "checkpoints", ignore_errors=True)
-    sims = start_fleet(args.hosts, args.sim_procs)
+        scaffold.migrate_in_child(env)
+        scaffold.fresh_checkpoints(STATE / "checkpoints")
+    sims = scaffold.start_sim_slices(args.hosts, args.sim_procs, STATE)
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        django_setup(db_url)
+        scaffold.django_setup(db_url)
         from hosts.models import Host
         from simulator.server import host_names
 
         started = time.monotonic()
         names = host_names(args.hosts)
         if Host.objects.filter(name__in=names).count() != args.hosts:
-            print(f"registered {register(args.sim_procs)} hosts in "
+            print(f"registered {scaffold.register_sim_slices(args.sim_procs, STATE)} hosts in "
                   f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
         # a database loaded for a larger run: only this fleet's hosts are probed
         Host.objects.exclude(name__in=names).update(enabled=False)
         Host.objects.filter(name__in=names).update(
             enabled=True, last_probe_at=None, probe_claimed_at=None
         )
-        queue = f"bench-{uuid.uuid4().hex[:8]}"
+        queue = scaffold.run_queue("bench")
         wenv = dict(env, CELERY_TASK_DEFAULT_QUEUE=queue, LOG_LEVEL="WARNING",
                     AUDIT_CHECKPOINT_DIR=str(STATE / "checkpoints"),
                     PROBE_CONCURRENCY=str(args.concurrency))  # fmt: skip
-        workers = []
-        for i in range(args.workers):
-            workers.append(celery(
-                ["worker", "-P", "threads", "-c", str(args.threads), "-n", f"probe{i}@%h",
-                 "-Q", queue, "-l", "warning", "--without-gossip", "--without-mingle"],
-                wenv, STATE / f"worker{i}.log"))  # fmt: skip
+        workers = [
+            scaffold.start_logged(scaffold.celery_worker_argv(f"probe{i}", queue, args.threads),
+                                  wenv, STATE / f"worker{i}.log")
+            for i in range(args.workers)
+        ]  # fmt: skip
         procs += workers
         time.sleep(8)  # workers up and announced before beat's first sweep
-        procs.append(celery(["beat", "-l", "warning", "-s", str(STATE / "beat-schedule")],
-                            wenv, STATE / "beat.log"))  # fmt: skip
+        procs.append(scaffold.start_logged(scaffold.celery_beat_argv(STATE / "beat-schedule"),
+                                           wenv, STATE / "beat.log"))  # fmt: skip
         t0 = time.time()
         window_start = t0 + args.warmup
         end = window_start + args.minutes * 60
@@ -343,20 +200,8 @@ def run(args: argparse.Namespace) -> dict:
         result["worker_cores"] = total
         return result
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for s in sims:
-            s.send_signal(signal.SIGTERM)
-        for s in sims:
-            try:
-                s.wait(30)
-            except subprocess.TimeoutExpired:
-                s.kill()
+        scaffold.stop_all(procs)
+        scaffold.stop_all(sims)
 
 
 def report(r: dict) -> None:
@@ -399,8 +244,7 @@ def report(r: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
+    parser = scaffold.parser_for(__doc__)
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="per worker (threads pool)")
@@ -408,21 +252,15 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=90, help="seconds before measuring")
     parser.add_argument("--sim-procs", type=int, default=0, help="default: one per 2,500 hosts")
     parser.add_argument("--concurrency", type=int, default=200, help="PROBE_CONCURRENCY")
-    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
+    parser.add_argument("--database", default=scaffold.DEFAULT_DATABASE)
     parser.add_argument("--reuse", action="store_true", help="keep the loaded database")
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--report", metavar="JSON", help="print the figures a run saved")
-    parser.add_argument("--sim-child", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--bind", help=argparse.SUPPRESS)
-    parser.add_argument("--names", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.sim_child is not None:
-        sim_child(args.sim_child, args.names.split(","), args.bind)
-        return
     if args.report:
         report(json.loads(Path(args.report).read_text()))
         return
-    args.sim_procs = args.sim_procs or max(1, -(-args.hosts // 2500))
+    args.sim_procs = args.sim_procs or scaffold.sim_slices_for(args.hosts)
     result = run(args)
     report(result)
     if args.json:

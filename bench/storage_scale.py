@@ -30,16 +30,15 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-import probe_scale  # noqa: E402  (the fleet helpers)
+import scaffold
 
+# probe_scale's folder: the same simulated fleet's keys and state
+STATE = scaffold.ROOT / ".run" / "bench-scale"
+CHECKPOINTS = STATE / "storage-checkpoints"
 DB_NAME = "controlplane_storage_bench"
 TABLES = [
     "hosts_statesnapshot", "hosts_gpusample", "hosts_snapshotblob", "hosts_host",
@@ -61,37 +60,25 @@ def sizes(cursor) -> dict[str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
+    parser = scaffold.parser_for(__doc__)
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/controlplane")
+    parser.add_argument("--database", default=scaffold.DEFAULT_DATABASE)
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
 
-    import psycopg
-
-    base = args.database.rpartition("/")[0]
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    db_url = f"{base}/{DB_NAME}"
-    env = dict(os.environ, DATABASE_URL=db_url)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    probe_scale.STATE.mkdir(parents=True, exist_ok=True)
-    # checkpoints signed for an earlier database would fail this one's verification
-    shutil.rmtree(probe_scale.STATE / "storage-checkpoints", ignore_errors=True)
-    procs = max(1, -(-args.hosts // 2500))
-    sims = probe_scale.start_fleet(args.hosts, procs)
+    db_url = scaffold.fresh_database(args.database, DB_NAME)
+    scaffold.migrate_in_child(dict(os.environ, DATABASE_URL=db_url))
+    STATE.mkdir(parents=True, exist_ok=True)
+    scaffold.fresh_checkpoints(CHECKPOINTS)
+    procs = scaffold.sim_slices_for(args.hosts)
+    sims = scaffold.start_sim_slices(args.hosts, procs, STATE)
     try:
-        probe_scale.django_setup(db_url)
+        scaffold.django_setup(db_url)
         result = measure(args, procs, db_url)
     finally:
-        for s in sims:
-            s.terminate()
-        for s in sims:
-            s.wait(30)
+        scaffold.stop_all(sims)
     report(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
@@ -111,7 +98,7 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
     from hosts.models import Host, StateSnapshot
     from hosts.services.retention import snapshots_thin
 
-    probe_scale.register(procs)
+    scaffold.register_sim_slices(procs, STATE)
     hosts = list(Host.objects.select_related("credential").prefetch_related("deployments"))
     start = timezone.now()
     cursor = connection.cursor()
@@ -206,8 +193,7 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
     batch = [{"action": AuditAction.PROBE_COMPLETED, "target": snap, "host": host,
               "snapshot": snap, "data": {"status": "ok", "trigger": "schedule",
                                          "duration_ms": 70}}] * 1000  # fmt: skip
-    env = dict(os.environ, DATABASE_URL=db_url,
-               AUDIT_CHECKPOINT_DIR=str(probe_scale.STATE / "storage-checkpoints"))  # fmt: skip
+    env = dict(os.environ, DATABASE_URL=db_url, AUDIT_CHECKPOINT_DIR=str(CHECKPOINTS))
     append_wall = 0.0
     points = []  # (events in the chain, verify_audit seconds, its output)
     for _half in range(2):
@@ -219,7 +205,7 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
         cursor.execute("SELECT count(*) FROM audit_auditevent")
         chain = cursor.fetchone()[0]
         t = time.perf_counter()
-        out = subprocess.run([sys.executable, "manage.py", "verify_audit"], cwd=ROOT, env=env,
+        out = subprocess.run(scaffold.manage_argv("verify_audit"), cwd=scaffold.ROOT, env=env,
                              capture_output=True, text=True)  # fmt: skip
         points.append((chain, time.perf_counter() - t, out))
     (n1, t1, out1), (n2, t2, out) = points
