@@ -44,12 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scaffold import loadavg  # first: it puts the checkout on sys.path
 
-from deployments.host_scripts import SERVING_BENCH, serving_bench_argv  # noqa: E402
-from tests.real_engine import environment as real_env  # noqa: E402
-from tests.real_engine import server as real_server  # noqa: E402
+from deployments.host_scripts import SERVING_BENCH, serving_bench_argv
+from tests.real_engine import environment as real_env
+from tests.real_engine import server as real_server
 
 KEY_ENV = "BENCH_VLLM_API_KEY"
 # (label, product JSON path, vLLM result key)
@@ -240,10 +239,6 @@ def product_value(result: dict[str, Any], path: tuple[str, ...]) -> float:
     return float(value)
 
 
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def fmt(value: float) -> str:
     return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
 
@@ -303,7 +298,7 @@ def main() -> int:
         return 1
     work = args.workdir or Path(tempfile.mkdtemp(prefix="serving-side-by-side-"))
     began = time.monotonic()
-    load_before = load_average()
+    load_before = loadavg()
     model_dir = work / "model"
     if not (model_dir / "config.json").exists():
         built = real_server.build_model(env, model_dir)
@@ -342,7 +337,7 @@ def main() -> int:
                     f"product {run['product']['output_tok_s']:.1f}, "
                     f"vLLM {run['vllm']['output_throughput']:.1f}; ITL p50 ms "
                     f"{run['product']['itl_ms']['p50']:.2f} / {run['vllm']['median_itl_ms']:.2f}"
-                    f"; load {load_average()}",
+                    f"; load {loadavg()}",
                     flush=True,
                 )
     finally:
@@ -356,7 +351,7 @@ def main() -> int:
     )
     for line in table(runs, levels):
         print(line)
-    print(f"load average {load_before} before, {load_average()} after; {elapsed:.0f} s in all")
+    print(f"load average {load_before} before, {loadavg()} after; {elapsed:.0f} s in all")
     if args.json:
         args.json.write_text(
             json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs}, indent=1)
