@@ -1,48 +1,41 @@
-"""Settings, read from the environment (and an optional .env file at the project root)."""
+"""Settings, read from the environment (and an optional .env file at the project root).
 
-import base64
+Every value is read one way: `env`, django-environ's typed accessors, with the default beside
+the name. Reading them has no side effects: the directories they name are made when the apps
+are ready (controlplane.apps). Checks of values and the long fixed groups live in
+controlplane/settings_parts/, so that this file stays the list of what can be set.
+"""
+
 import datetime as dt
-import hashlib
-import ipaddress
 import os
 from pathlib import Path
 
 import environ
-from django.core.exceptions import ImproperlyConfigured
+
+from controlplane.settings_parts import api as api_settings
+from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
+from controlplane.settings_parts.validation import (
+    allowed_networks,
+    refuse_demo_defaults,
+    require_lease_outlasts_commands,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env(
-    DEBUG=(bool, False),
-    ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1", "[::1]", "testserver"]),
-    SNAPSHOT_MAX_AGE_SECONDS=(int, 300),
-    APPROVAL_TTL_SECONDS=(int, 1800),
-    SSH_CONNECT_TIMEOUT=(float, 10.0),
-    SSH_COMMAND_TIMEOUT=(float, 30.0),
-    PROBE_CONCURRENCY=(int, 200),
-)
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+env = environ.Env()
+# Variables already in the environment win over the file's.
+env.read_env(BASE_DIR / ".env", overwrite=False)
 
-DEBUG = env("DEBUG")
+DEBUG = env.bool("DEBUG", default=False)
 # PRODUCTION=true (the compose file's production profile) refuses to start on demo defaults.
 PRODUCTION = env.bool("PRODUCTION", default=False)
 if PRODUCTION:
-    _missing = [
-        name
-        for name in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "AUDIT_SIGNING_KEY", "ALLOWED_HOSTS")
-        if not os.environ.get(name, "").strip()
-    ]
-    if _missing:
-        raise ImproperlyConfigured(
-            f"PRODUCTION is set, so these must be too: {', '.join(_missing)} (see .env.example)"
-        )
-    if DEBUG:
-        raise ImproperlyConfigured("PRODUCTION is set: DEBUG must be off")
+    refuse_demo_defaults(env, debug=DEBUG)
 # A development default only; production sets SECRET_KEY (see `manage.py check --deploy`).
 SECRET_KEY = (
-    env("SECRET_KEY", default="") or "dev-only-insecure-secret-key-change-me-0123456789abcdef"
+    env.str("SECRET_KEY", default="") or "dev-only-insecure-secret-key-change-me-0123456789abcdef"
 )
-ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # Behind TLS (SECURE_HTTPS=true): cookies only over HTTPS, HTTP redirected, HSTS. A proxy that
@@ -55,16 +48,9 @@ if env.bool("SECURE_PROXY_SSL_HEADER", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]  # Prometheus often scrapes over the internal network
 
-
-def _derived_fernet_key(secret: str) -> str:
-    return base64.urlsafe_b64encode(
-        hashlib.sha256(b"field-encryption:" + secret.encode()).digest()
-    ).decode()
-
-
 # Key for SSH private keys at rest (Fernet, 32 url-safe base64 bytes). Without it, a key derived
 # from SECRET_KEY is used so the demo works; production sets both independently.
-FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default=None) or _derived_fernet_key(SECRET_KEY)
+FIELD_ENCRYPTION_KEY = env.str("FIELD_ENCRYPTION_KEY", default="") or derived_fernet_key(SECRET_KEY)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -88,6 +74,7 @@ INSTALLED_APPS = [
     "controlplane.monitoring",
     "hosts",
     "deployments",
+    *api_settings.API_DOCS_APPS,  # Swagger UI's files, when drf-spectacular-sidecar is there
 ]
 
 MIDDLEWARE = [
@@ -154,8 +141,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
     # A file, not memory, so that a Celery worker started by the tests can share it (they pass
-    # it its path); one per test process, so that two runs on one machine do not collide.
-    (BASE_DIR / ".run").mkdir(exist_ok=True)
+    # it its path); one per test process, so that two runs on one machine do not collide. Its
+    # folder is made at start-up (controlplane.apps).
     DATABASES["default"]["TEST"] = {
         "NAME": str(BASE_DIR / ".run" / f"test-db-{os.getpid()}.sqlite3")
     }
@@ -175,8 +162,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+# Made at start-up if missing (controlplane.apps), so that WhiteNoise does not warn about it.
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / ".run" / "static")))
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "controlplane" / "static"]
 # Serve straight from the source folders when collectstatic has not run (the demo, tests).
 WHITENOISE_USE_FINDERS = True
@@ -211,19 +198,19 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- the rules -------------------------------------------------------------------------------
-SNAPSHOT_MAX_AGE_SECONDS = env("SNAPSHOT_MAX_AGE_SECONDS")
-APPROVAL_TTL_SECONDS = env("APPROVAL_TTL_SECONDS")
+SNAPSHOT_MAX_AGE_SECONDS = env.int("SNAPSHOT_MAX_AGE_SECONDS", default=300)
+APPROVAL_TTL_SECONDS = env.int("APPROVAL_TTL_SECONDS", default=1800)
 
 # --- SSH ------------------------------------------------------------------------------------
-SSH_CONNECT_TIMEOUT = env("SSH_CONNECT_TIMEOUT")
-SSH_COMMAND_TIMEOUT = env("SSH_COMMAND_TIMEOUT")
-PROBE_CONCURRENCY = env("PROBE_CONCURRENCY")
+SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
+SSH_COMMAND_TIMEOUT = env.float("SSH_COMMAND_TIMEOUT", default=30.0)
+PROBE_CONCURRENCY = env.int("PROBE_CONCURRENCY", default=200)
 
 # --- Celery -----------------------------------------------------------------------------------
-REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_BROKER_TRANSPORT_OPTIONS = env.json("CELERY_BROKER_TRANSPORT_OPTIONS", default={})
-CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -265,7 +252,7 @@ LOGGING = {
     # Whatever is logged passes controlplane.redaction first (an error may quote host output).
     "filters": {"redact": {"()": "controlplane.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # Sign-ins are audited; django-axes' own INFO lines would repeat each one in the log.
     "loggers": {"asyncssh": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
@@ -277,30 +264,11 @@ AUDIT_CHECKPOINT_DIR = Path(
     env.str("AUDIT_CHECKPOINT_DIR", default=str(BASE_DIR / ".run" / "audit-checkpoints"))
 )
 # base64 of the 32-byte Ed25519 private seed; without it, one derived from SECRET_KEY (demo only).
-AUDIT_SIGNING_KEY = (
-    env("AUDIT_SIGNING_KEY", default=None)
-    or base64.b64encode(hashlib.sha256(b"audit-signing:" + SECRET_KEY.encode()).digest()).decode()
-)
+AUDIT_SIGNING_KEY = env.str("AUDIT_SIGNING_KEY", default="") or derived_signing_seed(SECRET_KEY)
 # Extra base64 Ed25519 public keys whose checkpoints verify (after rotating the signing key).
 AUDIT_TRUSTED_PUBLIC_KEYS = env.list("AUDIT_TRUSTED_PUBLIC_KEYS", default=[])
 AUDIT_CHECKPOINT_SECONDS = env.int("AUDIT_CHECKPOINT_SECONDS", default=300)
 AUDIT_VERIFY_SECONDS = env.int("AUDIT_VERIFY_SECONDS", default=900)
-
-CELERY_BEAT_SCHEDULE = {
-    "probe-due-hosts": {"task": "hosts.tasks.probe_due_hosts", "schedule": PROBE_SWEEP_SECONDS},
-    "snapshot-retention": {
-        "task": "hosts.tasks.thin_snapshots",
-        "schedule": SNAPSHOT_RETENTION_SWEEP_SECONDS,
-    },
-    "audit-checkpoint": {
-        "task": "controlplane.audit.tasks.write_checkpoint",
-        "schedule": AUDIT_CHECKPOINT_SECONDS,
-    },
-    "audit-verify": {
-        "task": "controlplane.audit.tasks.verify_chain",
-        "schedule": AUDIT_VERIFY_SECONDS,
-    },
-}
 
 # --- change jobs --------------------------------------------------------------------------------
 # Kinds that always need a second person's approval. Any change of what serves or how it is
@@ -335,78 +303,23 @@ JOB_COMMAND_TIMEOUT_SECONDS = env.int("JOB_COMMAND_TIMEOUT_SECONDS", default=60)
 # still runs there.
 JOB_LEASE_SECONDS = env.int("JOB_LEASE_SECONDS", default=90)
 JOB_LEASE_MARGIN_SECONDS = 15
-_longest_command = max(JOB_COMMAND_TIMEOUT_SECONDS, SSH_COMMAND_TIMEOUT)
-if _longest_command + JOB_LEASE_MARGIN_SECONDS > JOB_LEASE_SECONDS:
-    raise ImproperlyConfigured(
-        f"JOB_LEASE_SECONDS={JOB_LEASE_SECONDS} is too short: it must be at least the longest "
-        f"command timeout ({_longest_command:g} s, from JOB_COMMAND_TIMEOUT_SECONDS and "
-        f"SSH_COMMAND_TIMEOUT) plus {JOB_LEASE_MARGIN_SECONDS} s"
-    )
+require_lease_outlasts_commands(
+    JOB_LEASE_SECONDS,
+    job_command=JOB_COMMAND_TIMEOUT_SECONDS,
+    ssh_command=SSH_COMMAND_TIMEOUT,
+    margin=JOB_LEASE_MARGIN_SECONDS,
+)
 JOB_RECOVERY_SWEEP_SECONDS = env.int("JOB_RECOVERY_SWEEP_SECONDS", default=30)
 # The same sweep sends a job again that is still queued this long after it was queued: a
 # restarted broker without persistence loses the messages it held (only one worker can claim a
 # job, so a spare message is harmless).
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=60)
 HEALTH_POLL_SECONDS = env.float("HEALTH_POLL_SECONDS", default=2.0)
-CELERY_BEAT_SCHEDULE["recover-interrupted-jobs"] = {
-    "task": "deployments.tasks.recover_interrupted_jobs",
-    "schedule": JOB_RECOVERY_SWEEP_SECONDS,
-}
 
 # --- JSON API -----------------------------------------------------------------------------------
-# Token first: a request without credentials then answers 401 with WWW-Authenticate: Bearer.
-# Session auth serves the browsable API and keeps DRF's CSRF check on unsafe methods.
-REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "controlplane.api.authentication.APITokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": [
-        "rest_framework.permissions.IsAuthenticated",
-        "controlplane.api.permissions.HasRole",
-    ],
-    "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
-        "rest_framework.renderers.BrowsableAPIRenderer",
-    ],
-    # JSON only: the browsable API then offers its raw JSON form rather than HTML forms.
-    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "controlplane.api.errors.api_exception_handler",
-    "TEST_REQUEST_DEFAULT_FORMAT": "json",
-}
-SPECTACULAR_SETTINGS = {
-    "TITLE": "GPU control plane API",
-    "DESCRIPTION": "Hosts, snapshots, deployments, change requests and the audit log. "
-    "Authenticate with a personal token from the API tokens page: "
-    "`Authorization: Bearer <token>`. The same rules as the pages hold: a destructive change "
-    "rests on a fresh snapshot (409 with its age and the limit otherwise), model swaps need a "
-    "second person (403 with the reason), and every decision is in the audit log.",
-    "VERSION": "1",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": [
-        "rest_framework.permissions.IsAuthenticated",
-        "controlplane.api.permissions.HasRole",
-    ],
-    "COMPONENT_SPLIT_REQUEST": True,
-    "SCHEMA_PATH_PREFIX": "/api/v1",
-    "ENUM_NAME_OVERRIDES": {
-        "SnapshotStatusEnum": "hosts.choices.SnapshotStatus",
-        "ChangeStatusEnum": "deployments.choices.ChangeStatus",
-        "StepStatusEnum": "deployments.choices.StepStatus",
-        "ChangeKindEnum": "deployments.choices.ChangeKind",
-        "EvaluationKindEnum": "deployments.choices.EvaluationKind",
-    },
-}
-# Swagger UI's files vendored by drf-spectacular-sidecar (no CDN); without the package the
-# docs page falls back to the browsable API.
-import importlib.util  # noqa: E402
-
-if importlib.util.find_spec("drf_spectacular_sidecar") is not None:
-    INSTALLED_APPS.append("drf_spectacular_sidecar")
-    SPECTACULAR_SETTINGS.update(
-        SWAGGER_UI_DIST="SIDECAR", SWAGGER_UI_FAVICON_HREF="SIDECAR", REDOC_DIST="SIDECAR"
-    )
+# Long, and nothing in them is set from the environment: controlplane/settings_parts/api.py.
+REST_FRAMEWORK = api_settings.REST_FRAMEWORK
+SPECTACULAR_SETTINGS = api_settings.SPECTACULAR_SETTINGS
 
 # --- metrics and notifications ------------------------------------------------------------------
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>`. Unset, only people
@@ -427,17 +340,31 @@ WEBHOOK_REQUEUE_AFTER_SECONDS = env.int("WEBHOOK_REQUEUE_AFTER_SECONDS", default
 # Webhooks may not reach the control plane's own network (loopback, private, link-local, ...
 # addresses and its own names: controlplane/notifications/destinations.py) except the networks
 # listed here as CIDRs, e.g. 10.20.0.0/16,127.0.0.1/32. Empty by default.
-WEBHOOK_ALLOWED_NETWORKS = [
-    n.strip() for n in env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]) if n.strip()
-]
-for _network in WEBHOOK_ALLOWED_NETWORKS:
-    try:
-        ipaddress.ip_network(_network, strict=False)
-    except ValueError as _exc:
-        raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {_exc}") from None
+WEBHOOK_ALLOWED_NETWORKS = allowed_networks(env.list("WEBHOOK_ALLOWED_NETWORKS", default=[]))
 # Prefix for links in notifications, e.g. https://controlplane.example.com; paths when unset.
 CONTROLPLANE_BASE_URL = env.str("CONTROLPLANE_BASE_URL", default="")
-CELERY_BEAT_SCHEDULE["webhook-requeue"] = {
-    "task": "controlplane.notifications.tasks.requeue_deliveries",
-    "schedule": WEBHOOK_REQUEUE_AFTER_SECONDS,
+
+# --- what beat runs, every so many seconds (each interval is set above) -------------------------
+CELERY_BEAT_SCHEDULE = {
+    "probe-due-hosts": {"task": "hosts.tasks.probe_due_hosts", "schedule": PROBE_SWEEP_SECONDS},
+    "snapshot-retention": {
+        "task": "hosts.tasks.thin_snapshots",
+        "schedule": SNAPSHOT_RETENTION_SWEEP_SECONDS,
+    },
+    "audit-checkpoint": {
+        "task": "controlplane.audit.tasks.write_checkpoint",
+        "schedule": AUDIT_CHECKPOINT_SECONDS,
+    },
+    "audit-verify": {
+        "task": "controlplane.audit.tasks.verify_chain",
+        "schedule": AUDIT_VERIFY_SECONDS,
+    },
+    "recover-interrupted-jobs": {
+        "task": "deployments.tasks.recover_interrupted_jobs",
+        "schedule": JOB_RECOVERY_SWEEP_SECONDS,
+    },
+    "webhook-requeue": {
+        "task": "controlplane.notifications.tasks.requeue_deliveries",
+        "schedule": WEBHOOK_REQUEUE_AFTER_SECONDS,
+    },
 }
