@@ -52,6 +52,18 @@ class ApprovalDecision(models.TextChoices):
     BREAK_GLASS = "break_glass", "break-glass (admin, no second person)"
 
 
+# The decisions that let a change run; a rejection never does (and never expires).
+GRANTS = (ApprovalDecision.APPROVED, ApprovalDecision.BREAK_GLASS)
+
+
+class ApprovalLapse(models.TextChoices):
+    """Why an approval does not let its change run (deployments.models.Approval.lapse)."""
+
+    REJECTED = "rejected", "it is a rejection"
+    VOIDED = "voided", "it was voided"
+    EXPIRED = "expired", "it expired"
+
+
 class StepStatus(models.TextChoices):
     RUNNING = "running", "running"
     SUCCEEDED = "succeeded", "succeeded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -12,7 +13,16 @@ from controlplane.redaction import redact_text
 from hosts import validators
 from hosts.models import Host, StateSnapshot
 
-from .choices import ApprovalDecision, ChangeKind, ChangeStatus, Engine, Quantization, StepStatus
+from .choices import (
+    GRANTS,
+    ApprovalDecision,
+    ApprovalLapse,
+    ChangeKind,
+    ChangeStatus,
+    Engine,
+    Quantization,
+    StepStatus,
+)
 from .engine_flags import validate_extra_args
 from .serving_plan import ServingPlan, plan_from_unit_text
 from .units import validate_environment
@@ -257,10 +267,34 @@ class ChangeRequest(models.Model):
         """The requester acknowledged unknown facts, so partial snapshots may back it."""
         return "acknowledged_unknown" in (self.params or {})
 
+    def valid_approval(self, now: dt.datetime) -> Approval | None:
+        """The approval that lets this change run at `now`, if any (Approval.is_valid)."""
+        return self.approvals.valid(now).order_by("-created_at").first()
+
+    def latest_grant(self) -> Approval | None:
+        """The last approval or break-glass given, valid or not: what a refusal explains."""
+        return self.approvals.grants().order_by("-created_at").first()
+
+
+class ApprovalQuerySet(models.QuerySet["Approval"]):
+    def grants(self) -> ApprovalQuerySet:
+        """Approvals and break-glass: the decisions that let a change run."""
+        return self.filter(decision__in=GRANTS)
+
+    def valid(self, now: dt.datetime) -> ApprovalQuerySet:
+        """The grants that still count at `now`: Approval.is_valid, in SQL."""
+        return self.grants().filter(
+            voided_at__isnull=True,
+            expires_at__gt=now,
+            params_digest=models.F("change__params_digest"),
+        )
+
 
 class Approval(models.Model):
     """A second person's decision, bound to the request's parameters and to the snapshot the
-    approver saw. It stops counting when it expires or a later probe differs materially."""
+    approver saw. A grant (approval or break-glass) stops counting when it expires, when it is
+    voided (a later probe differs materially), or when the change's parameters are no longer
+    the ones it was given for; a rejection never counts and never expires."""
 
     change = models.ForeignKey(ChangeRequest, on_delete=models.PROTECT, related_name="approvals")
     approver = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, related_name="+")
@@ -271,15 +305,55 @@ class Approval(models.Model):
     snapshot_digest = models.CharField(max_length=64)
     params_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField()
-    expires_at = models.DateTimeField()
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a grant stops counting; none for a rejection, which never expires.",
+    )
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
 
+    objects = ApprovalQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # A grant always expires; a rejection never does.
+            models.CheckConstraint(
+                condition=models.Q(decision=ApprovalDecision.REJECTED, expires_at__isnull=True)
+                | (
+                    ~models.Q(decision=ApprovalDecision.REJECTED)
+                    & models.Q(expires_at__isnull=False)
+                ),
+                name="approval_expires_unless_rejected",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_decision_display()} by {self.approver_name} on change #{self.change_id}"
+
+    def lapse(self, now: dt.datetime) -> ApprovalLapse | None:
+        """Why this does not let its change run at `now`, or None while it does.
+
+        A voided grant is reported as voided unless it had already expired when it was voided;
+        a grant bound to parameters other than its change's counts as voided too.
+        """
+        if self.decision not in GRANTS:
+            return ApprovalLapse.REJECTED
+        if self.params_digest != self.change.params_digest:
+            return ApprovalLapse.VOIDED
+        expired = self.expires_at is None or self.expires_at <= now
+        if self.voided_at is not None:
+            expired_first = expired and (
+                self.expires_at is None or self.expires_at <= self.voided_at
+            )
+            return ApprovalLapse.EXPIRED if expired_first else ApprovalLapse.VOIDED
+        return ApprovalLapse.EXPIRED if expired else None
+
+    def is_valid(self, now: dt.datetime) -> bool:
+        """Whether this lets its change run at `now` (ApprovalQuerySet.valid is the same rule in
+        SQL): a grant, not voided, for the change's parameters, and `now` before it expires."""
+        return self.lapse(now) is None
 
 
 class JobStep(models.Model):

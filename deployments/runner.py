@@ -67,7 +67,7 @@ def _check_decision(job: Job) -> StateSnapshot:
     request's; that newer one is what must still be fresh now.
     """
     change = job.change
-    approval = services.approval_valid(change) if change.needs_approval else None
+    approval = change.valid_approval(job.clock.now()) if change.needs_approval else None
     basis = approval.snapshot if approval is not None else change.snapshot
     job.journal.rest_on(basis)
     with job.step("check the snapshot is still fresh") as step:

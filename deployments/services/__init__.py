@@ -6,7 +6,6 @@ deployments.runner.
 """
 
 from .approvals import (
-    approval_valid,
     approvals_void_on_drift,
     change_params_digest,
     change_request_approve,
@@ -35,7 +34,6 @@ __all__ = [
     "ChangeRefused",
     "IntegrityFinding",
     "Preflight",
-    "approval_valid",
     "approvals_void_on_drift",
     "change_check",
     "change_params_digest",

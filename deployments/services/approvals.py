@@ -2,7 +2,7 @@
 
 An approval is bound to the request's parameters and to the snapshot the approver saw, which
 must be fresh and materially the same as the request's. It stops counting when it expires, or
-when a later probe of the host differs materially.
+when a later probe of the host differs materially (Approval.is_valid says which).
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from .refusals import (
     require_role,
     stale,
 )
-
-GRANTS = [ApprovalDecision.APPROVED, ApprovalDecision.BREAK_GLASS]
 
 
 def change_params_digest(change: ChangeRequest) -> str:
@@ -166,7 +164,7 @@ def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) 
             change=change, approver=approver, approver_name=approver.get_username(),
             decision=ApprovalDecision.REJECTED, reason=reason, snapshot=change.snapshot,
             snapshot_digest=change.snapshot.digest, params_digest=change.params_digest,
-            created_at=now, expires_at=now,
+            created_at=now, expires_at=None,
         )  # fmt: skip
         lifecycle.change_transition(
             change=change, source=ChangeStatus.PENDING_APPROVAL, target=ChangeStatus.REJECTED,
@@ -198,31 +196,19 @@ def _mark_drifted(
     )
 
 
-def approval_valid(change: ChangeRequest, now: dt.datetime | None = None) -> Approval | None:
-    """The approval that lets this change run now, if any."""
-    now = now or timezone.now()
-    return (
-        change.approvals.filter(
-            decision__in=GRANTS,
-            voided_at__isnull=True,
-            expires_at__gt=now,
-            params_digest=change.params_digest,
-        )
-        .order_by("-created_at")
-        .first()
-    )
-
-
 def approvals_void_on_drift(*, snapshots: list[StateSnapshot]) -> int:
     """A later probe that differs materially voids approvals of changes not yet running."""
     latest = {s.host_id: s for s in snapshots if s.status == "ok"}
     if not latest:
         return 0
-    approvals = Approval.objects.select_related("change", "snapshot").filter(
-        change__host_id__in=list(latest),
-        change__status=ChangeStatus.QUEUED,
-        voided_at__isnull=True,
-        decision__in=GRANTS,
+    approvals = (
+        Approval.objects.grants()
+        .select_related("change", "snapshot")
+        .filter(
+            change__host_id__in=list(latest),
+            change__status=ChangeStatus.QUEUED,
+            voided_at__isnull=True,
+        )
     )
     voided = 0
     for approval in approvals:

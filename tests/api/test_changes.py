@@ -315,6 +315,9 @@ def test_an_approver_approves_on_the_snapshot_reviewed(api_for, approver, swap):
     assert approval["decision"] == "approved"
     assert approval["snapshot_id"] == reviewed.pk
     assert approval["reason"] == "fits"
+    assert approval["expires_at"] == swap.approvals.get().expires_at.isoformat().replace(
+        "+00:00", "Z"
+    )
     event = AuditEvent.objects.get(action="change.approved")
     assert event.actor == approver.username
     assert event.snapshot_id == reviewed.pk
@@ -416,6 +419,7 @@ def test_an_approver_rejects_with_a_reason(api_for, approver, operator, swap):
     body = response.json()
     assert body["status"] == "rejected"
     assert body["approvals"][0]["decision"] == "rejected"
+    assert body["approvals"][0]["expires_at"] is None  # a rejection never expires
     assert AuditEvent.objects.get(action="change.rejected").actor == approver.username
 
 

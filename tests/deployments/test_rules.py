@@ -328,6 +328,15 @@ def test_a_voided_approval_does_not_let_the_job_run(operator, approver, deployme
     assert "no valid approval" in change.status_reason
 
 
+def test_rejections_are_stored_without_an_expiry(operator, approver, deployment, host, catalog):
+    change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
+    services.change_request_reject(change=change, approver=approver, reason="not during launch")
+    rejection = Approval.objects.get(change=change)
+    assert rejection.decision == "rejected"
+    assert rejection.expires_at is None
+    assert not rejection.is_valid(rejection.created_at)
+
+
 def test_a_job_whose_worker_died_is_marked_interrupted_and_frees_the_host(
     operator, deployment, host, settings
 ):

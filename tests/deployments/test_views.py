@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.template.defaultfilters import date as date_filter
 from django.urls import reverse
+from django.utils import timezone
 
 from deployments import services
 from deployments.choices import ChangeStatus
@@ -129,6 +131,36 @@ def test_an_approver_approves_on_the_snapshot_shown(
     change.refresh_from_db()
     assert change.status == ChangeStatus.QUEUED
     assert change.approvals.get().snapshot == latest
+
+
+def _approvals_table(client, change):
+    page = client.get(reverse("deployments:change", args=[change.pk])).content.decode()
+    return page.split("<h2>Approvals</h2>", 1)[1].split("</section>", 1)[0]
+
+
+def test_the_change_page_shows_when_an_approval_expires(
+    client, operator, approver, deployment, catalog
+):
+    change = _swap(operator, deployment, catalog)
+    services.change_request_approve(
+        change=change, approver=approver, snapshot=f.make_snapshot(deployment.host), reason="fits"
+    )
+    expires = timezone.localtime(change.approvals.get().expires_at)
+    client.force_login(approver)
+    assert f"<td>{date_filter(expires, 'H:i:s')}</td>" in _approvals_table(client, change)
+
+
+def test_the_change_page_shows_no_expiry_for_a_rejection(
+    client, operator, approver, deployment, catalog
+):
+    change = _swap(operator, deployment, catalog)
+    services.change_request_reject(change=change, approver=approver, reason="not this week")
+    client.force_login(approver)
+    table = _approvals_table(client, change)
+    row = re.search(r"<tr><td>rejected.*?</tr>", table, re.S)
+    assert row is not None, table
+    assert '<span class="muted" title="a rejection never expires">—</span>' in row.group(0)
+    assert not re.search(r"\d\d:\d\d:\d\d</td><td>not this week", row.group(0))
 
 
 def test_a_viewer_cannot_approve_and_nothing_changes(client, operator, viewer, deployment, catalog):
