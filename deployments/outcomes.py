@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class JobEnded(Exception):
-    """Stops the job with a final status and a reason for people to read."""
+    """Stops the job with a final status and a reason for people to read; `detail` is added to
+    the data of the audit event that records the end."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, detail: dict[str, Any] | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.detail = detail or {}
 
 
 class VerificationFailed(Exception):

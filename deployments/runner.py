@@ -29,7 +29,7 @@ from hosts.ssh import SSHFailure
 
 from . import kinds, lifecycle, plan, services, verification
 from . import lease as leases
-from .choices import ChangeStatus
+from .choices import ApprovalLapse, ChangeStatus
 from .drift import execution_drift
 from .job import Job
 from .lease import LeaseLost
@@ -67,7 +67,8 @@ def _check_decision(job: Job) -> StateSnapshot:
     request's; that newer one is what must still be fresh now.
     """
     change = job.change
-    approval = change.valid_approval(job.clock.now()) if change.needs_approval else None
+    now = job.clock.now()
+    approval = change.valid_approval(now) if change.needs_approval else None
     basis = approval.snapshot if approval is not None else change.snapshot
     job.journal.rest_on(basis)
     with job.step("check the snapshot is still fresh") as step:
@@ -87,8 +88,35 @@ def _check_decision(job: Job) -> StateSnapshot:
             if change.params_digest != services.change_params_digest(change):
                 raise JobEnded(ChangeStatus.FAILED, "the parameters changed after approval")
             if approval is None:
-                raise JobEnded(ChangeStatus.FAILED, "no valid approval: it expired or was voided")
+                reason, detail = _approval_lapse(change, now)
+                raise JobEnded(ChangeStatus.FAILED, reason, detail={"approval": detail})
     return basis
+
+
+def _approval_lapse(change: ChangeRequest, now: dt.datetime) -> tuple[str, dict[str, object]]:
+    """Why no approval lets `change` run at `now`, in words and for the audit event: the last
+    one given expired, or it was voided (and why)."""
+    grant = change.latest_grant()
+    if grant is None:
+        return "no valid approval: none was given", {"lapse": None}
+    lapse = grant.lapse(now)
+    detail: dict[str, object] = {
+        "id": grant.pk,
+        "lapse": lapse.value if lapse else None,
+        "approver": grant.approver_name,
+        "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
+        "voided_at": grant.voided_at.isoformat() if grant.voided_at else None,
+    }
+    by = f"the approval by {grant.approver_name}"
+    if lapse == ApprovalLapse.VOIDED:
+        why = grant.void_reason or "it was given for other parameters than the change's"
+        detail["void_reason"] = why
+        return f"no valid approval: {by} was voided: {why}", detail
+    if lapse == ApprovalLapse.EXPIRED and grant.expires_at is not None:
+        ttl = round((grant.expires_at - grant.created_at).total_seconds())
+        when = grant.expires_at.isoformat(timespec="seconds")
+        return f"no valid approval: {by} expired at {when}, {ttl} s after it was given", detail
+    return f"no valid approval: {by} no longer counts", detail
 
 
 def _check_host(job: Job, basis: StateSnapshot) -> StateSnapshot:
@@ -144,7 +172,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
     )
 
 
-def _end(job: Job, status: str, reason: str) -> bool:
+def _end(job: Job, status: str, reason: str, detail: dict[str, object] | None = None) -> bool:
     """Record the outcome if the job still owns the row (a recovery may have ended it). A
     success makes its revision the deployment's current one in the same transaction, and the
     host's lease is freed in it too: no one sees the job ended while its host is still held."""
@@ -176,6 +204,7 @@ def _end(job: Job, status: str, reason: str) -> bool:
                 "before_snapshot": change.before_snapshot_id,
                 "after_snapshot": change.after_snapshot_id,
                 **({"unfinished_steps": unfinished} if unfinished else {}),
+                **(detail or {}),
             },
         )
         if ended:
@@ -217,7 +246,8 @@ def change_execute(*, change_id: int, clock: Clock = SYSTEM_CLOCK) -> ChangeRequ
             note = verification.baseline_note(job)
             _end(job, ChangeStatus.SUCCEEDED, f"verified healthy and coherent{note}")
         except JobEnded as ended:
-            _end(job, ended.status, f"{ended.reason}{verification.baseline_note(job)}")
+            reason = f"{ended.reason}{verification.baseline_note(job)}"
+            _end(job, ended.status, reason, ended.detail)
         except LeaseLost as lost:
             _end(job, ChangeStatus.INTERRUPTED, str(lost))
         except SSHFailure as failure:

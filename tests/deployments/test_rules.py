@@ -262,16 +262,31 @@ def test_an_expired_approval_stops_the_job_before_it_touches_the_host(
         snapshot=f.make_snapshot(host),
         reason="reviewed the snapshot",
     )
+    approval = change.approvals.get()
     with time_machine.travel(dt.timedelta(seconds=120)):
         runner.change_execute(change_id=change.pk)
     change.refresh_from_db()
     assert change.status == ChangeStatus.FAILED
-    assert "no valid approval" in change.status_reason
+    expired_at = approval.expires_at.isoformat(timespec="seconds")
+    assert change.status_reason == (
+        f"no valid approval: the approval by {approver.username} expired at {expired_at}, "
+        "60 s after it was given"
+    )
     assert not HostLease.objects.filter(host=host, holder__isnull=False).exists()
     assert [s.name for s in change.steps.all()] == [
         "check the snapshot is still fresh",
         "check the approval",
     ]
+    assert change.steps.get(name="check the approval").output == change.status_reason
+    event = AuditEvent.objects.get(action="change.failed", target_id=str(change.pk))
+    assert event.data["reason"] == change.status_reason
+    assert event.data["approval"] == {
+        "id": approval.pk,
+        "lapse": "expired",
+        "approver": approver.username,
+        "expires_at": approval.expires_at.isoformat(),
+        "voided_at": None,
+    }
 
 
 def test_a_snapshot_gone_stale_by_execution_start_stops_the_job(
@@ -319,13 +334,25 @@ def test_a_voided_approval_does_not_let_the_job_run(operator, approver, deployme
     services.change_request_approve(
         change=change, approver=approver, snapshot=f.make_snapshot(host), reason="fits"
     )
+    voided_at = timezone.now()
     Approval.objects.filter(change=change).update(
-        voided_at=timezone.now(), void_reason="voided by a later probe"
+        voided_at=voided_at, void_reason="snapshot #7 differs materially from what the approver saw"
     )
     runner.change_execute(change_id=change.pk)
     change.refresh_from_db()
     assert change.status == ChangeStatus.FAILED
-    assert "no valid approval" in change.status_reason
+    assert change.status_reason == (
+        f"no valid approval: the approval by {approver.username} was voided: "
+        "snapshot #7 differs materially from what the approver saw"
+    )
+    assert not HostLease.objects.filter(host=host, holder__isnull=False).exists()
+    event = AuditEvent.objects.get(action="change.failed", target_id=str(change.pk))
+    assert event.data["reason"] == change.status_reason
+    assert event.data["approval"]["lapse"] == "voided"
+    assert event.data["approval"]["voided_at"] == voided_at.isoformat()
+    assert event.data["approval"]["void_reason"] == (
+        "snapshot #7 differs materially from what the approver saw"
+    )
 
 
 def test_rejections_are_stored_without_an_expiry(operator, approver, deployment, host, catalog):
