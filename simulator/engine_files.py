@@ -11,12 +11,15 @@ five-token prompts until its unit restarts.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from . import catalog
 
 if TYPE_CHECKING:
     from .state import Machine, Run
 
 FILE_FAULTS = ("patched_file", "five_token_corruption")
+PATCHED_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"  # what both faults patch
 
 # machine -> (pid, start) of runs still executing the patched code they loaded
 _STALE: weakref.WeakKeyDictionary[Machine, set[tuple[int, float]]] = weakref.WeakKeyDictionary()
@@ -48,3 +51,26 @@ def reinstall(machine: Machine) -> None:
     machine.integrity_modified = []
     machine.integrity_missing = []
     machine.integrity_added = []
+
+
+def integrity_report(machine: Machine, dist: str) -> dict[str, Any] | None:
+    """What the integrity script prints for `dist` on the host's engine install."""
+    known = {"vllm": ("vllm", catalog.VLLM_VERSION, 1873), "torch": ("torch", "2.9.0", 15734)}
+    norm = dist.lower().replace("_", "-").replace(".", "-")
+    if norm not in known:
+        return None
+    name, version, checked = known[norm]
+    modified = list(machine.integrity_modified) if name == "vllm" else []
+    patched = set(FILE_FAULTS) & machine.faults  # both patch a file
+    if name == "vllm" and patched and PATCHED_FILE not in modified:
+        modified.append(PATCHED_FILE)
+    missing = list(machine.integrity_missing) if name == "vllm" else []
+    added = list(machine.integrity_added) if name == "vllm" else []
+    return {
+        "dist": name,
+        "version": version,
+        "checked": checked,
+        "modified": sorted(modified),
+        "missing": sorted(missing),
+        "added": sorted(added),
+    }

@@ -3,7 +3,9 @@
 The simulated hosts are 8 x RTX PRO 6000 Blackwell (96 GiB GDDR7, 1.79 TB/s each) joined by
 PCIe only, no NVLink. vLLM runs continuous batching: every engine step computes one token for
 each running sequence plus a chunk of pending prompt tokens (`simulator.scheduler` decides which);
-this module says how long such a step takes. Everything is in simulated seconds.
+this module says how long such a step takes. Everything is in simulated seconds. A host of
+another hardware profile (simulator.state.hardware) runs the same formula with its own memory
+bandwidth and interconnect (NVLink on HGX boards), uncalibrated.
 
 The formula, for a step computing T tokens (decode tokens plus prompt tokens) on tp GPUs::
 
@@ -62,7 +64,7 @@ from . import catalog
 
 GIB = 1024**3
 MEMORY_BANDWIDTH = 1.792e12  # bytes/s of one RTX PRO 6000 Blackwell (GDDR7)
-HOST_INTERCONNECT = "pcie"  # what every simulated host has between its GPUs
+HOST_INTERCONNECT = "pcie"  # what the default hardware profile has between its GPUs
 EAGER_OVERHEAD_FACTOR = 2.5  # --enforce-eager: no CUDA graphs, every kernel launched by Python
 # Block-scaled FP8 MoE kernels on this GPU reach a small share of its bandwidth (assumed, to
 # place MiniMax-M2.5 FP8 between the two Kimi builds as engineers expect).
@@ -249,16 +251,19 @@ def step_cost(
     kv_tokens: int = 0,
     attention_pairs: float = 0.0,
     eager: bool = False,
+    bandwidth: float = MEMORY_BANDWIDTH,
 ) -> StepCost:
     """One engine step computing `tokens` tokens whose decode part attends `kv_tokens`.
 
-    `attention_pairs` counts the (query, key) pairs of the prompt chunks in the step.
+    `attention_pairs` counts the (query, key) pairs of the prompt chunks in the step;
+    `bandwidth` is one GPU's memory bandwidth (another board than the calibrated one keeps the
+    build's kernel efficiencies: uncalibrated).
     """
     tp = max(1, tp)
     weights = model.weights_gib * GIB
     read = weights * ((1 - model.routed_share) + model.routed_share * expert_share(model, tokens))
     kv = kv_tokens * model.kv_bytes_per_token / min(tp, model.kv_heads)
-    memory = (read / tp + kv) / (MEMORY_BANDWIDTH * model.memory_efficiency)
+    memory = (read / tp + kv) / (bandwidth * model.memory_efficiency)
     flops = (2 * model.active_params * tokens + model.attention_pair_flops * attention_pairs) / (
         tp * model.gpu_flops
     )

@@ -132,6 +132,7 @@ def step_time_for(
     tp: int,
     interconnect: str = perf.HOST_INTERCONNECT,
     eager: bool = False,
+    bandwidth: float = perf.MEMORY_BANDWIDTH,
 ) -> StepTime:
     def step_time(tokens: int, kv_tokens: int, pairs: float) -> float:
         return perf.step_cost(
@@ -142,6 +143,7 @@ def step_time_for(
             kv_tokens=kv_tokens,
             attention_pairs=pairs,
             eager=eager,
+            bandwidth=bandwidth,
         ).seconds
 
     return step_time

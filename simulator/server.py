@@ -21,6 +21,8 @@ from .host_keys import load_or_create_key, public_key_text
 from .http.loopback import LoopbackServer
 from .ssh_host import SimHost, SimHostInfo
 from .state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS, Machine
+from .state.hardware import DEFAULT_HARDWARE
+from .state.hardware import profile as hardware_profile
 
 DEFAULT_STATE_DIR = Path(".run/simfleet")
 CLIENT_KEY_NAME = "client_ed25519"
@@ -59,10 +61,13 @@ class SimFleet:
         names: Iterable[str] | None = None,
         unit_styles: Mapping[str, str] | None = None,
         time_scale: float = 1.0,
+        hardware: Mapping[str, str] | None = None,
     ) -> None:
         """`unit_styles` picks, per host name, the shape of the unit it boots with:
         "controlplane" (the default) or "envfile" (see catalog.envfile_unit_text).
-        `time_scale`: real seconds per host second (0.01: a hundred times faster; simclock)."""
+        `time_scale`: real seconds per host second (0.01: a hundred times faster; simclock).
+        `hardware` picks, per host name, its hardware profile (state.hardware.PROFILES; the
+        default rtx-pro-6000 for hosts it does not name)."""
         self.names = list(names) if names is not None else host_names(count)
         self.base_port = base_port
         self.bind = bind
@@ -78,6 +83,10 @@ class SimFleet:
         unknown = set(styles) - set(self.names)
         if unknown:
             raise KeyError(f"unit_styles names hosts the fleet does not have: {sorted(unknown)}")
+        profiles = {name: hardware_profile(key) for name, key in (hardware or {}).items()}
+        unknown = set(profiles) - set(self.names)
+        if unknown:
+            raise KeyError(f"hardware names hosts the fleet does not have: {sorted(unknown)}")
         for name in self.names:
             machine = Machine(
                 name,
@@ -85,6 +94,7 @@ class SimFleet:
                 slow_seconds=slow_seconds,
                 unit_style=styles.get(name, "controlplane"),
                 time_scale=time_scale,
+                hardware=profiles.get(name, DEFAULT_HARDWARE),
             )
             self.hosts.append(
                 SimHost(

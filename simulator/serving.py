@@ -9,7 +9,9 @@ event loop's timer slack does not add up over a long generation.
 
 Engines live on the fleet's event loop thread, like the machines; one is created when its run
 first gets a request and its loop task ends when the run has nothing left to do. When the run
-stops serving (the unit stopped, restarted or crashed) its sequences are aborted.
+stops serving (the unit stopped, restarted or crashed) its sequences are aborted. When its
+engine core died under a live API server (the `engine_core_died` fault) nothing steps: its
+requests wait, and hang, until the engine comes back or the run ends.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 # Falling further behind than this (real seconds) resets the schedule instead of catching up.
 _MAX_LAG_S = 0.05
+_STALLED_POLL_S = 0.2  # how often (real seconds) a dead engine core is looked at again
 
 
 class Stream:
@@ -56,7 +59,11 @@ class Engine:
         model_dir = machine.model_dir(engine.model_path) or engine.model_path
         model = perf.profile_for(model_dir, machine.disk.get(model_dir))
         step_time = scheduler.step_time_for(
-            model, tp=engine.tensor_parallel_size, eager=engine.enforce_eager
+            model,
+            tp=engine.tensor_parallel_size,
+            eager=engine.enforce_eager,
+            interconnect=machine.hardware.interconnect,
+            bandwidth=machine.hardware.memory_bandwidth,
         )
         self.batcher = scheduler.Batcher(
             step_time,
@@ -65,6 +72,7 @@ class Engine:
         )
         self.time_scale = machine.time_scale  # no reference to the machine: see _ENGINES
         self.alive = alive
+        self.stalled = lambda: run.core_died_at is not None
         self.streams: dict[scheduler.Sequence, Stream] = {}
         self._task: asyncio.Task[None] | None = None
         self._deadline = 0.0  # loop time the current step ends
@@ -93,6 +101,10 @@ class Engine:
             if not self.alive():
                 self._abort_all()
                 return
+            if self.stalled():  # no engine core: nothing is scheduled, nothing answers
+                await asyncio.sleep(_STALLED_POLL_S)
+                self._deadline = loop.time()
+                continue
             step = self.batcher.plan()
             if step is None:
                 return

@@ -325,8 +325,10 @@ class SimHost:
         """A login shell for people poking at the demo with plain `ssh`."""
         user = process.get_extra_info("username") or "root"
         prompt = f"{user}@{self.name}:~{'#' if user == 'root' else '$'} "
+        hardware = self.machine.hardware
         process.stdout.write(
-            f"Welcome to {self.name} (simulated 8x RTX PRO 6000 host). Try `simctl status`.\n"
+            f"Welcome to {self.name} (simulated {hardware.gpu_count}x {hardware.label} host). "
+            "Try `simctl status`.\n"
         )
         status = 0
         login = None  # one logind session for the whole shell, made when first needed

@@ -345,12 +345,15 @@ def running_fleet(
     bind: str = "127.0.0.1",
     unit_styles: Mapping[str, str] | None = None,
     time_scale: float = 1.0,
+    hardware: Mapping[str, str] | None = None,
 ) -> Iterator[FleetHandle]:
     """Run `n` simulated hosts on a daemon thread for the duration of the block.
 
     `unit_styles={"gpu-01": "envfile"}` boots gpu-01 with the hand-written unit shape (model
     from an EnvironmentFile= through ${VAR}); the others keep the control plane's shape.
     `time_scale=0.01` runs every host's clock a hundred times faster (loads, generation, pip).
+    `hardware={"gpu-02": "h200"}` makes gpu-02 an 8 x H200 host (simulator.state.hardware);
+    the others keep the default, 8 x RTX PRO 6000.
     """
     temp_dir = None
     if state_dir is None:
@@ -366,6 +369,7 @@ def running_fleet(
         faults=faults,
         unit_styles=unit_styles,
         time_scale=time_scale,
+        hardware=hardware,
     )
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="simfleet", daemon=True)

@@ -11,6 +11,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from .. import scheduler, serving
+from ..state import gpu_faults
 
 if TYPE_CHECKING:
     from ..state import Machine, Run
@@ -123,6 +124,11 @@ def _scheduler_families(out: _Exposition, machine: Machine, run: Run) -> None:
     # What a test set by hand, plus the requests the run's engine really holds.
     running = machine.inflight_running + serving.running_requests(machine, run)
     waiting = machine.inflight_waiting
+    kv_usage = machine.kv_cache_usage()
+    if gpu_faults.core_dead(run):  # nothing runs; what arrives queues up, and more keeps coming
+        now = machine.clock()
+        waiting += serving.running_requests(machine, run) + gpu_faults.waiting_requests(run, now)
+        running, kv_usage = 0, 0.0
     out.gauge(
         "vllm:num_requests_running", "Number of requests in model execution batches.", running
     )
@@ -130,7 +136,7 @@ def _scheduler_families(out: _Exposition, machine: Machine, run: Run) -> None:
     out.gauge(
         "vllm:kv_cache_usage_perc",
         "KV-cache usage. 1 means 100 percent usage.",
-        machine.kv_cache_usage(),
+        kv_usage,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import log_format as fmt
-from .log_format import CLI_FRAMES, TOTAL_GIB, Frame
+from .log_format import CLI_FRAMES, Frame
 
 if TYPE_CHECKING:
     from ..state import Run
@@ -119,10 +119,11 @@ def _worker_error(run: Run, wall: float, frames: list[str], error: str) -> list[
 
 def out_of_memory(run: Run, engine: EngineArgs, wall: float) -> list[str]:
     """The weights do not fit: CUDA runs out of memory while the model is built."""
-    in_use = (97887 - 900) / 1024
+    total_gib = run.gpu_total_mib / fmt.GIB
+    in_use = (run.gpu_total_mib - 900) / 1024
     message = (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a "
-        f"total capacity of {TOTAL_GIB:.2f} GiB of which 612.44 MiB is free. Including "
+        f"total capacity of {total_gib:.2f} GiB of which 612.44 MiB is free. Including "
         f"non-PyTorch memory, this process has {in_use:.2f} GiB memory in use. Of the "
         f"allocated memory {in_use - 0.7:.2f} GiB is allocated by PyTorch, and 102.50 MiB is "
         "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
@@ -136,11 +137,12 @@ def out_of_memory(run: Run, engine: EngineArgs, wall: float) -> list[str]:
 def not_enough_free_memory(run: Run, engine: EngineArgs, wall: float) -> list[str]:
     """Another process holds memory the worker's --gpu-memory-utilization needs."""
     util = engine.gpu_memory_utilization
-    free_mib = run.free_mib if run.free_mib is not None else TOTAL_GIB * (1 - util) * 800
+    total_gib = run.gpu_total_mib / fmt.GIB
+    free_mib = run.free_mib if run.free_mib is not None else total_gib * (1 - util) * 800
     free = max(0, free_mib) / fmt.GIB
     message = (
-        f"ValueError: Free memory on device ({free:.2f}/{TOTAL_GIB:.2f} GiB) on startup is "
-        f"less than desired GPU memory utilization ({util}, {util * TOTAL_GIB:.2f} GiB). "
+        f"ValueError: Free memory on device ({free:.2f}/{total_gib:.2f} GiB) on startup is "
+        f"less than desired GPU memory utilization ({util}, {util * total_gib:.2f} GiB). "
         "Decrease GPU memory utilization or reduce GPU memory used by other processes."
     )
     frames = fmt.frames(

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 
 SITE = "/opt/vllm/.venv/lib/python3.12/site-packages"
 GIB = 1024.0
-TOTAL_GIB = 97887 / 1024
 
 # uvicorn logs through its own handler: its lines carry no process prefix (vLLM 0.32).
 UVICORN = "INFO:     "

@@ -51,6 +51,8 @@ def memory_bytes(run: Run, now: float, inflight: int = 0) -> tuple[int, int]:
     if _small(run):
         return 420 * MIB, 430 * MIB
     engine = run.engine
+    if run.core_died_at is not None:  # only the API server is left
+        return _API_SERVER, _API_SERVER + _ENGINE_CORE + _WORKER * max(1, len(run.gpus))
     workers = max(1, len(run.gpus))
     base = _API_SERVER + _ENGINE_CORE * engine.data_parallel_size + _WORKER * workers
     weights = run.weights_mib * MIB * workers
@@ -79,4 +81,6 @@ def tasks(run: Run) -> int:
         return 1
     if _small(run):
         return 9
+    if run.core_died_at is not None:
+        return 58
     return 58 + 37 * run.engine.data_parallel_size + 109 * len(run.gpus)

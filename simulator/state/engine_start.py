@@ -11,14 +11,7 @@ from typing import TYPE_CHECKING
 
 from .. import catalog, journal
 from ..vllm_cli import EngineArgs, parse_vllm_argv
-from .gpus import (
-    ACTIVATION_MIB,
-    CUDA_CONTEXT_MIB,
-    GPU_COUNT,
-    GPU_MEMORY_MIB,
-    foreign_usage,
-    runs_usage,
-)
+from .gpus import ACTIVATION_MIB, CUDA_CONTEXT_MIB, foreign_usage, runs_usage
 from .units import Run, Unit, UnitDefinition, visible_gpus
 
 if TYPE_CHECKING:
@@ -92,7 +85,8 @@ def _engine_failure(
             return "port"
     if not 0 < engine.gpu_memory_utilization <= 1:
         return "config"
-    run.visible = tuple(g for g in visible_gpus(run.environment) if 0 <= g < GPU_COUNT)
+    count = machine.hardware.gpu_count
+    run.visible = tuple(g for g in visible_gpus(run.environment, count) if 0 <= g < count)
     tp, pp, dp = (
         engine.tensor_parallel_size,
         engine.pipeline_parallel_size,
@@ -123,13 +117,15 @@ def _memory_failure(machine: Machine, run: Run, engine: EngineArgs) -> str | Non
     """
     weights_gib = machine.disk[machine.model_dir(engine.model_path) or ""]
     run.gpus = run.visible[: engine.gpus_needed]
-    run.budget_mib = int(engine.gpu_memory_utilization * GPU_MEMORY_MIB)
+    total = machine.hardware.memory_mib
+    run.gpu_total_mib = total
+    run.budget_mib = int(engine.gpu_memory_utilization * total)
     run.weights_mib = weights_gib * 1024 / engine.world_size
     now = machine.clock()
     for gpu in run.gpus:
         spec = machine.gpus[gpu]
         used = runs_usage(machine, spec, now, exclude=run) + foreign_usage(machine, spec, now)
-        free = GPU_MEMORY_MIB - spec.idle_mib - used
+        free = total - spec.idle_mib - used
         if free < run.budget_mib:
             run.free_mib = free
             return "free_memory"

@@ -1,4 +1,8 @@
-"""A host's eight GPUs: what they are, who holds their memory, what nvidia-smi reads off them."""
+"""A host's GPUs: what they are, who holds their memory, what nvidia-smi reads off them.
+
+What the GPUs are (name, memory, limits) is the host's hardware profile (`hardware`); what a
+fault does to a reading is `gpu_faults` (the machine applies it).
+"""
 
 from __future__ import annotations
 
@@ -9,22 +13,19 @@ from typing import TYPE_CHECKING
 
 from .. import processes
 from ..vllm_cli import EngineArgs, worker_pid, worker_title
+from .hardware import DEFAULT_HARDWARE, HardwareProfile
 
 if TYPE_CHECKING:
     from .machine import Machine
     from .units import Run
 
-GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-GPU_COUNT = 8
-GPU_MEMORY_MIB = 97887
-GPU_POWER_LIMIT_W = 600.0
+# The default profile's figures, under the names they had before hosts had profiles.
+GPU_NAME = DEFAULT_HARDWARE.gpu_name
+GPU_COUNT = DEFAULT_HARDWARE.gpu_count
+GPU_MEMORY_MIB = DEFAULT_HARDWARE.memory_mib
 DRIVER_VERSION = "580.95.05"
 NVML_VERSION = "580.95"
 CUDA_VERSION = "13.0"
-CLOCK_MAX_SM_MHZ = 3090
-CLOCK_MAX_MEM_MHZ = 14001  # GDDR7 at 28 Gbps, as nvidia-smi counts it
-PCIE_MAX_GEN = 5
-PCIE_WIDTH = 16
 CUDA_CONTEXT_MIB = 620  # what a process holds on a GPU before it allocates anything
 ACTIVATION_MIB = 1800  # vLLM's profiling peak on top of the weights
 
@@ -53,20 +54,23 @@ class GpuSpec:
     idle_power_w: float
     base_temp_c: int
     phase: float
+    memory_mib: int = GPU_MEMORY_MIB  # memory.total
 
 
-def gpu_specs(host: str) -> tuple[GpuSpec, ...]:
+def gpu_specs(host: str, hardware: HardwareProfile = DEFAULT_HARDWARE) -> tuple[GpuSpec, ...]:
     """Each GPU's own quirks (idle memory, power, temperature), stable per host."""
+    base, spread = hardware.idle_power_w
     return tuple(
         GpuSpec(
             index=i,
             uuid=gpu_uuid(host, i),
             idle_mib=int(stable_fraction(host, i, "idle-mib") * 6),
-            idle_power_w=82.0 + 30.0 * stable_fraction(host, i, "power"),
+            idle_power_w=base + spread * stable_fraction(host, i, "power"),
             base_temp_c=31 + int(stable_fraction(host, i, "temp") * 11),
             phase=stable_fraction(host, i, "phase") * 2 * math.pi,
+            memory_mib=hardware.memory_mib,
         )
-        for i in range(GPU_COUNT)
+        for i in range(hardware.gpu_count)
     )
 
 
@@ -86,6 +90,15 @@ class GpuReading:
     clock_mem_mhz: int = 0
     pcie_gen: int = 1  # the link trains down to Gen1 when the GPU idles
     clock_event_reasons: int = 0  # NVML's bitmask: 0x1 idle, 0x4 SW power cap, ...
+    bus_id: str = ""  # pci.bus_id
+    pcie_width: int = 16
+    persistence: bool = True
+    ecc_corrected: int = 0  # volatile and aggregate alike (no errors before this boot)
+    ecc_uncorrected: int = 0
+    # Row remapper: (correctable, uncorrectable, pending, failure); None on GDDR boards.
+    remapped_rows: tuple[int, int, int, int] | None = None
+    lost: bool = False  # fallen off the bus: nvidia-smi cannot reach it
+    hardware: HardwareProfile = DEFAULT_HARDWARE  # what the GPU is (not part of the snapshot)
 
 
 @dataclass(frozen=True)
@@ -122,7 +135,7 @@ def runs_usage(machine: Machine, gpu: GpuSpec, now: float, exclude: Run | None =
 def foreign_mib(machine: Machine, proc: ForeignProcess, now: float) -> int:
     """A foreign process's memory: what it allocated, never past what the GPU has left."""
     spec = machine.gpus[proc.gpu]
-    room = GPU_MEMORY_MIB - spec.idle_mib - runs_usage(machine, spec, now)
+    room = spec.memory_mib - spec.idle_mib - runs_usage(machine, spec, now)
     return max(0, min(proc.held_mib, room))
 
 
@@ -186,38 +199,45 @@ def _busy_gpus(machine: Machine, now: float) -> dict[int, float]:
 def gpu_readings(machine: Machine, now: float, wall: float) -> list[GpuReading]:
     """Memory, power, utilisation and temperature of every GPU, wobbling gently over time."""
     busy = _busy_gpus(machine, now)
+    hardware = machine.hardware
     readings = []
     for gpu in machine.gpus:
         used_by_apps = runs_usage(machine, gpu, now) + foreign_usage(machine, gpu, now)
-        readings.append(_reading(gpu, used_by_apps, busy.get(gpu.index, 0.0), wall))
+        readings.append(_reading(hardware, gpu, used_by_apps, busy.get(gpu.index, 0.0), wall))
     return readings
 
 
-def _reading(gpu: GpuSpec, used_by_apps: int, load: float, wall: float) -> GpuReading:
-    used = min(GPU_MEMORY_MIB, gpu.idle_mib + used_by_apps)
+def _reading(
+    hw: HardwareProfile, gpu: GpuSpec, used_by_apps: int, load: float, wall: float
+) -> GpuReading:
+    used = min(hw.memory_mib, gpu.idle_mib + used_by_apps)
     wobble = math.sin(wall / 23.0 + gpu.phase) + 0.5 * math.sin(wall / 5.3 + 2 * gpu.phase)
     held = used_by_apps > 0
     if load:
-        power = 330.0 + 240.0 * load + 9.0 * wobble
+        power = hw.load_power_w[0] + hw.load_power_w[1] * load + 9.0 * wobble
         util = int(min(100, max(1, 62 + 38 * load + 3 * wobble)))
         temp = gpu.base_temp_c + 18 + int(14 * load + wobble)
-        pstate, sm, mem, gen = "P0", int(2407 + 40 * wobble), CLOCK_MAX_MEM_MHZ, PCIE_MAX_GEN
-        reasons = 0x4 if power >= 0.95 * GPU_POWER_LIMIT_W else 0x0  # at the cap: SW power cap
+        pstate, sm = "P0", int(hw.busy_sm_mhz + 40 * wobble)
+        mem, gen = hw.clock_max_mem_mhz, hw.pcie_gen_max
+        reasons = 0x4 if power >= 0.95 * hw.power_limit_w else 0x0  # at the cap: SW power cap
     else:
         power = gpu.idle_power_w + (6.0 if held else 0.0) + 1.2 * wobble
         util = 0
         temp = min(45, max(30, gpu.base_temp_c + (2 if held else 0) + round(wobble / 1.5)))
         pstate = "P1" if held else "P8"
-        sm, mem, gen = (1200, CLOCK_MAX_MEM_MHZ, PCIE_MAX_GEN) if held else (180, 405, 1)
+        if held:
+            sm, mem, gen = hw.held_sm_mhz, hw.clock_max_mem_mhz, hw.pcie_gen_max
+        else:
+            sm, mem, gen = hw.idle_sm_mhz, hw.idle_mem_mhz, 1
         reasons = 0x1  # GPU idle
     return GpuReading(
         index=gpu.index,
         uuid=gpu.uuid,
-        name=GPU_NAME,
+        name=hw.gpu_name,
         memory_used_mib=used,
-        memory_total_mib=GPU_MEMORY_MIB,
-        power_draw_w=round(min(GPU_POWER_LIMIT_W, power), 2),
-        power_limit_w=GPU_POWER_LIMIT_W,
+        memory_total_mib=hw.memory_mib,
+        power_draw_w=round(min(hw.power_limit_w, power), 2),
+        power_limit_w=hw.power_limit_w,
         utilization_pct=util,
         temperature_c=temp,
         pstate=pstate,
@@ -225,4 +245,8 @@ def _reading(gpu: GpuSpec, used_by_apps: int, load: float, wall: float) -> GpuRe
         clock_mem_mhz=mem,
         pcie_gen=gen,
         clock_event_reasons=reasons,
+        bus_id=hw.bus_id(gpu.index),
+        pcie_width=hw.pcie_width_max,
+        remapped_rows=(0, 0, 0, 0) if hw.row_remapping else None,
+        hardware=hw,
     )

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import collections
 import random
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .. import catalog, processes
+from .. import catalog, engine_files, processes
+from ..engine_files import PATCHED_FILE as PATCHED_FILE  # where tests look for it
 from ..processes import Login, Process
 from ..simclock import scaled
 from ..vllm_cli import EngineArgs
-from . import gpus, lifecycle, process_table
+from . import gpu_faults, gpus, kernel_log, lifecycle, process_table
 from .gpus import AppReading, ForeignProcess, GpuReading, stable_fraction
+from .hardware import DEFAULT_HARDWARE, HardwareProfile
 from .snapshot import snapshot
 from .unit_file import parse_unit_file
 from .units import JournalEntry, Run, Unit, UnitDefinition
@@ -38,8 +41,8 @@ FAULTS = (
     "foreign_gpu_process",
     "five_token_corruption",
     "pip_index_unreachable",
+    *gpu_faults.GPU_FAULTS,  # a GPU's or its engine's: see gpu_faults
 )
-PATCHED_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
 
 
 class Machine:
@@ -56,8 +59,10 @@ class Machine:
         boot_unit: bool = True,
         unit_style: str = "controlplane",
         time_scale: float = 1.0,
+        hardware: HardwareProfile = DEFAULT_HARDWARE,
     ) -> None:
         self.name = name
+        self.hardware = hardware  # what its GPUs are (see hardware.PROFILES)
         # Real seconds per simulated second (0.01: a hundred times faster; see simclock).
         self.time_scale = time_scale
         self.clock = scaled(clock, time_scale)
@@ -65,6 +70,7 @@ class Machine:
         self.load_seconds = load_seconds
         self.slow_seconds = slow_seconds
         self.faults: set[str] = set()
+        self.fault_since: dict[str, float] = {}  # GPU faults: when each went on (monotonic)
         # A fault listed here hits only these model paths (a bad build, not a bad host).
         self.fault_models: dict[str, set[str]] = {}
         self.inflight_running = 0
@@ -79,8 +85,11 @@ class Machine:
         # what tests assert on; bounded so a fleet simulated for days does not grow without end
         self.command_log: collections.deque[str] = collections.deque(maxlen=COMMAND_LOG_MAX)
         self.journal: collections.deque[JournalEntry] = collections.deque(maxlen=JOURNAL_MAX_LINES)
+        self.kernel_log: collections.deque[JournalEntry] = collections.deque(
+            maxlen=kernel_log.KERNEL_LOG_MAX_LINES
+        )
         self.rng = random.Random(f"simfleet:{name}")
-        self.gpus = gpus.gpu_specs(name)
+        self.gpus = gpus.gpu_specs(name, hardware)
         self.next_pid = 2000 + self.rng.randint(0, 6000)  # the last PID handed out
         # logind numbers sessions across the uptime; the fleet's own logins come after others'.
         self.next_session = 100 + int(stable_fraction(name, "sessions") * 900)
@@ -121,10 +130,18 @@ class Machine:
         wall = self.wall() if mono is None else self.wall_of(mono)
         self.log(unit.name, message, wall=wall, ident="systemd", pid=1)
 
-    def journal_lines(self, units: Iterable[str] | None, count: int | None) -> list[JournalEntry]:
+    def journal_lines(
+        self,
+        units: Iterable[str] | None,
+        count: int | None,
+        *,
+        kernel: bool = False,
+        grep: re.Pattern[str] | None = None,
+    ) -> list[JournalEntry]:
+        """The units' entries (None: every unit's and the kernel's), or with `kernel` the
+        kernel's only; those matching `grep`, the newest `count` of them."""
         self.tick()
-        wanted = set(units) if units is not None else None
-        entries = [e for e in self.journal if wanted is None or e.unit in wanted]
+        entries = kernel_log.select(self, units, kernel=kernel, grep=grep)
         if count is not None:
             entries = entries[-count:] if count > 0 else []
         return entries
@@ -209,7 +226,7 @@ class Machine:
 
     def gpu_readings(self) -> list[GpuReading]:
         now = self.tick()
-        return gpus.gpu_readings(self, now, self.wall())
+        return gpu_faults.apply(self, gpus.gpu_readings(self, now, self.wall()), now)
 
     def compute_apps(self) -> list[AppReading]:
         """Every process holding GPU memory: engine workers, and foreign ones under the fault."""
@@ -296,6 +313,7 @@ class Machine:
     def set_fault(self, fault: str, on: bool = True, models: Iterable[str] | None = None) -> None:
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        was_on = fault in self.faults
         if on:
             self.faults.add(fault)
             self.fault_models[fault] = set(models or ())
@@ -307,6 +325,7 @@ class Machine:
                 process_table.start_foreign(self)
             else:
                 process_table.stop_foreign(self)
+        gpu_faults.switched(self, fault, was_on, on)
 
     def fault_applies(self, fault: str, model_path: str | None) -> bool:
         if fault not in self.faults:
@@ -318,25 +337,7 @@ class Machine:
 
     def integrity(self, dist: str) -> dict[str, Any] | None:
         """What the integrity script prints for `dist` on this host's engine install."""
-        known = {"vllm": ("vllm", catalog.VLLM_VERSION, 1873), "torch": ("torch", "2.9.0", 15734)}
-        norm = dist.lower().replace("_", "-").replace(".", "-")
-        if norm not in known:
-            return None
-        name, version, checked = known[norm]
-        modified = list(self.integrity_modified) if name == "vllm" else []
-        patched = {"patched_file", "five_token_corruption"} & self.faults  # both patch a file
-        if name == "vllm" and patched and PATCHED_FILE not in modified:
-            modified.append(PATCHED_FILE)
-        missing = list(self.integrity_missing) if name == "vllm" else []
-        added = list(self.integrity_added) if name == "vllm" else []
-        return {
-            "dist": name,
-            "version": version,
-            "checked": checked,
-            "modified": sorted(modified),
-            "missing": sorted(missing),
-            "added": sorted(added),
-        }
+        return engine_files.integrity_report(self, dist)
 
     # --- the whole truth, for tests --------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import processes
 from ..processes import Login, Process
-from .gpus import GPU_COUNT, GPU_MEMORY_MIB, ForeignProcess, GpuSpec, runs_usage
+from .gpus import ForeignProcess, GpuSpec, runs_usage
 from .units import run_binary
 
 if TYPE_CHECKING:
@@ -71,14 +71,14 @@ def start_foreign(machine: Machine) -> None:
     machine.foreign_login = Login(
         processes.FOREIGN_SESSION, processes.FOREIGN_USER, priv, child, shell
     )
-    pids = take_pids(machine, GPU_COUNT)
+    pids = take_pids(machine, machine.hardware.gpu_count)
     for pid, spec in zip(pids, machine.gpus, strict=True):
         machine.foreign_procs.append(ForeignProcess(pid, spec.index, _room(machine, spec, now)))
 
 
 def _room(machine: Machine, spec: GpuSpec, now: float) -> int:
     """What a foreign process manages to allocate now: its wish, or what is left."""
-    room = GPU_MEMORY_MIB - spec.idle_mib - runs_usage(machine, spec, now)
+    room = spec.memory_mib - spec.idle_mib - runs_usage(machine, spec, now)
     return max(0, min(machine.foreign_mib, room))
 
 

@@ -32,8 +32,10 @@ def snapshot(machine: Machine) -> dict[str, Any]:
         "load_seconds": machine.load_seconds,
         "slow_seconds": machine.slow_seconds,
         "inflight": {"running": machine.inflight_running, "waiting": machine.inflight_waiting},
+        "hardware": machine.hardware.describe(),
         "gpus": [
-            {k: v for k, v in r.__dict__.items() if k != "pstate"} for r in machine.gpu_readings()
+            {k: v for k, v in r.__dict__.items() if k not in ("pstate", "hardware")}
+            for r in machine.gpu_readings()
         ],
         "compute_apps": [a.__dict__.copy() for a in machine.compute_apps()],
         "foreign_processes": [
@@ -49,6 +51,7 @@ def snapshot(machine: Machine) -> dict[str, Any]:
             for p in machine.foreign_procs
         ],
         "units": units,
+        "kernel_log": [e.message for e in machine.kernel_log],
         "models": sorted(  # every name /v1/models lists, over all serving units
             {n for u in units.values() if u["healthy"] for n in u["served_names"]}
         ),

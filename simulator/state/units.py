@@ -66,11 +66,11 @@ class UnitDefinition:
         return visible_gpus(dict(self.environment))
 
 
-def visible_gpus(environment: dict[str, str]) -> tuple[int, ...]:
-    """The GPUs CUDA_VISIBLE_DEVICES lets a process see (all of them when it is unset)."""
+def visible_gpus(environment: dict[str, str], count: int = GPU_COUNT) -> tuple[int, ...]:
+    """The GPUs CUDA_VISIBLE_DEVICES lets a process see (all `count` when it is unset)."""
     value = environment.get("CUDA_VISIBLE_DEVICES")
     if value is None:
-        return tuple(range(GPU_COUNT))
+        return tuple(range(count))
     try:
         return tuple(int(v) for v in value.split(",") if v.strip() != "")
     except ValueError:
@@ -90,6 +90,7 @@ class Run:
     gpus: tuple[int, ...] = ()
     weights_mib: float = 0.0  # per GPU
     budget_mib: int = 0  # per GPU: gpu_memory_utilization * total
+    gpu_total_mib: int = GPU_MEMORY_MIB  # memory.total of the host's GPUs
     visible: tuple[int, ...] = ()  # the GPUs CUDA_VISIBLE_DEVICES let it see
     free_mib: int | None = None  # free memory on its first GPU when that was too little
     ready_at: float | None = None  # monotonic; None when the run is doomed
@@ -99,6 +100,8 @@ class Run:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0})
+    # When its engine core and GPU workers died under the API server (engine_core_died).
+    core_died_at: float | None = None
 
     def ready(self, now: float) -> bool:
         return self.ready_at is not None and now >= self.ready_at
@@ -116,6 +119,8 @@ class Run:
             return [Process(self.pid, "vllm", unit)]  # died before naming itself
         main = "VLLM::APIServer" if not engine.headless else "vllm"
         procs = {self.pid: Process(self.pid, processes.comm(main), unit)}
+        if self.core_died_at is not None:
+            return list(procs.values())  # its EngineCores and workers are gone
         for d in range(engine.data_parallel_size):
             pid = core_pid(engine, self.pid, d)
             procs[pid] = Process(pid, processes.comm(f"VLLM::{core_title(d)}"), unit)
@@ -126,10 +131,10 @@ class Run:
 
     def usage_mib(self, gpu: GpuSpec, now: float) -> int:
         """This process's memory on one GPU: context, then weights, then KV cache at ready."""
-        if gpu.index not in self.gpus:
+        if gpu.index not in self.gpus or self.core_died_at is not None:
             return 0
         if self.ready(now):
-            return max(0, min(GPU_MEMORY_MIB, self.budget_mib) - gpu.idle_mib)
+            return max(0, min(gpu.memory_mib, self.budget_mib) - gpu.idle_mib)
         end = self.ready_at if self.ready_at is not None else self.fail_at
         if end is None:
             return 0
@@ -139,7 +144,7 @@ class Run:
         if self.failure == "free_memory":
             return int(CUDA_CONTEXT_MIB * f)
         if self.failure == "oom":
-            room = max(0, GPU_MEMORY_MIB - gpu.idle_mib - CUDA_CONTEXT_MIB - 400)
+            room = max(0, gpu.memory_mib - gpu.idle_mib - CUDA_CONTEXT_MIB - 400)
             return int(CUDA_CONTEXT_MIB + room * f)
         if self.failure == "crash":
             f *= 0.85  # dies during warmup, after the weights and before the KV cache

@@ -1,15 +1,23 @@
-"""nvidia-smi: the GPU list, CSV queries of GPUs and compute apps, and the default screen."""
+"""nvidia-smi: the GPU list, CSV queries of GPUs, compute apps and remapped rows, NVLink, the
+topology, and the default screen (`nvidia_screen`).
+
+A GPU that fell off the bus cannot be reached: every query prints nvidia-smi's line about it in
+place of its row (or of its processes), the other GPUs as usual, and exits 15, nvidia-smi's
+status for a GPU that is lost.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..state import DRIVER_VERSION, GPU_COUNT, GpuReading
+from ..state import DRIVER_VERSION, GpuReading, gpu_faults
 from ..state.gpus import CUDA_VERSION, NVML_VERSION
+from ..state.hardware import mig_uuid
 from .interface import Context, Result
-from .nvidia_fields import APP_FIELDS, GPU_FIELDS, bus_id
+from .nvidia_fields import APP_FIELDS, GPU_FIELDS, REMAP_FIELDS
+from .nvidia_nvlink import nvlink
+from .nvidia_screen import smi_table
 from .nvidia_topo import topology_matrix
 
 if TYPE_CHECKING:
@@ -20,13 +28,30 @@ DRIVER_ERROR = (
     "that the latest NVIDIA driver is installed and running.\n\n"
 )
 _INVALID = "\nInvalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n"
-_TAKES_VALUE = ("--query-gpu", "--query-compute-apps", "--format", "-i", "--id")
+_TAKES_VALUE = (
+    "--query-gpu",
+    "--query-compute-apps",
+    "--query-remapped-rows",
+    "--format",
+    "-i",
+    "--id",
+)
+GPU_LOST_STATUS = 15  # nvidia-smi's exit status when a GPU has fallen off the bus
+
+
+def lost_line(bus_id: str) -> str:
+    """What nvidia-smi prints in place of a GPU that fell off the bus (`00000000:5D:00.0`)."""
+    return (
+        f"Unable to determine the device handle for GPU{bus_id[4:]}: GPU is lost.  "
+        "Reboot the system to recover this GPU\n"
+    )
 
 
 @dataclass
 class _Options:
     query_gpu: list[str] | None = None
     query_apps: list[str] | None = None
+    query_remap: list[str] | None = None
     fmt: list[str] | None = None
     ids: set[int] | None = None
     list_gpus: bool = False
@@ -39,7 +64,9 @@ def nvidia_smi(ctx: Context, argv: list[str], stdin: str) -> Result:
     if "gpu_driver_error" in machine.faults:
         return result.out(DRIVER_ERROR).exit(9)
     if argv[1:2] == ["topo"]:
-        return _topo(argv[2:])
+        return _topo(machine, argv[2:])
+    if argv[1:2] == ["nvlink"]:
+        return nvlink(machine, argv[2:])
     options = _options(argv[1:])
     if isinstance(options, Result):
         return options
@@ -52,23 +79,44 @@ def nvidia_smi(ctx: Context, argv: list[str], stdin: str) -> Result:
         )
     ids = options.ids
     readings = [r for r in machine.gpu_readings() if ids is None or r.index in ids]
-    if ids is not None and any(g >= GPU_COUNT or g < 0 for g in ids):
-        bad = min(g for g in ids if g >= GPU_COUNT or g < 0)
+    count = machine.hardware.gpu_count
+    if ids is not None and any(g >= count or g < 0 for g in ids):
+        bad = min(g for g in ids if g >= count or g < 0)
         return result.out(f"No devices were found matching the provided id: {bad}\n").exit(6)
+    if any(r.lost for r in readings):
+        result.exit(GPU_LOST_STATUS)
     if options.list_gpus:
+        return _list_gpus(result, readings)
+    if options.query_gpu is None and options.query_apps is None and options.query_remap is None:
         for r in readings:
-            result.out(f"GPU {r.index}: {r.name} (UUID: {r.uuid})\n")
-        return result
-    if options.query_gpu is None and options.query_apps is None:
-        return result.out(_smi_table(machine, readings))
+            if r.lost:
+                result.out(lost_line(r.bus_id))
+        lost = gpu_faults.lost_gpus(machine)
+        apps = [a for a in machine.compute_apps() if a.gpu_index not in lost]
+        return result.out(smi_table(machine, [r for r in readings if not r.lost], apps))
     fmt = options.fmt
     if fmt is None or "csv" not in fmt:
-        return result.out(_INVALID).exit(2)
+        return Result().out(_INVALID).exit(2)
     noheader, nounits = "noheader" in fmt, "nounits" in fmt
     if options.query_gpu is not None:
-        return _query_gpus(options.query_gpu, readings, noheader, nounits)
+        return _query_gpus(result, options.query_gpu, readings, noheader, nounits)
+    if options.query_remap is not None:
+        return _query_remapped(result, options.query_remap, readings, noheader)
     assert options.query_apps is not None
-    return _query_apps(machine, options.query_apps, ids, noheader, nounits)
+    return _query_apps(result, machine, options.query_apps, readings, noheader, nounits)
+
+
+def _list_gpus(result: Result, readings: list[GpuReading]) -> Result:
+    """`nvidia-smi -L`: each GPU, and under MIG each of its MIG devices."""
+    for r in readings:
+        if r.lost:
+            result.out(lost_line(r.bus_id))
+            continue
+        result.out(f"GPU {r.index}: {r.name} (UUID: {r.uuid})\n")
+        if r.hardware.mig_enabled:
+            for n, kind in enumerate(r.hardware.mig_devices):
+                result.out(f"  MIG {kind:<11} Device {n:>2}: (UUID: {mig_uuid(r.uuid, n)})\n")
+    return result
 
 
 def _options(args: list[str]) -> _Options | Result:
@@ -85,6 +133,8 @@ def _options(args: list[str]) -> _Options | Result:
             options.query_gpu = [f.strip() for f in value.split(",") if f.strip()]
         elif key == "--query-compute-apps":
             options.query_apps = [f.strip() for f in value.split(",") if f.strip()]
+        elif key == "--query-remapped-rows":
+            options.query_remap = [f.strip() for f in value.split(",") if f.strip()]
         elif key == "--format":
             options.fmt = [f.strip() for f in value.split(",")]
         elif key in ("-i", "--id"):
@@ -103,140 +153,92 @@ def _options(args: list[str]) -> _Options | Result:
     return options
 
 
+def _invalid_field(name: str) -> Result:
+    return Result().out(f'Field "{name}" is not a valid field to query.\n\n').exit(2)
+
+
 def _query_gpus(
-    names: list[str], readings: list[GpuReading], noheader: bool, nounits: bool
+    result: Result, names: list[str], readings: list[GpuReading], noheader: bool, nounits: bool
 ) -> Result:
-    result = Result()
     columns = []
     for name in names:
         found = GPU_FIELDS.get(name)
         if found is None:
-            return result.out(f'Field "{name}" is not a valid field to query.\n\n').exit(2)
+            return _invalid_field(name)
         columns.append(found)
     if not noheader:
         result.out(", ".join(h for h, _f in columns) + "\n")
     for r in readings:
-        result.out(", ".join(f(r, nounits) for _h, f in columns) + "\n")
+        if r.lost:
+            result.out(lost_line(r.bus_id))
+        else:
+            result.out(", ".join(f(r, nounits) for _h, f in columns) + "\n")
+    return result
+
+
+def _query_remapped(
+    result: Result, names: list[str], readings: list[GpuReading], noheader: bool
+) -> Result:
+    """`--query-remapped-rows`: each GPU's row remapper (no units to leave out)."""
+    for name in names:
+        if name not in REMAP_FIELDS:
+            return _invalid_field(name)
+    if not noheader:
+        result.out(", ".join(REMAP_FIELDS[n][0] for n in names) + "\n")
+    for r in readings:
+        if r.lost:
+            result.out(lost_line(r.bus_id))
+        else:
+            result.out(", ".join(REMAP_FIELDS[n][1](r) for n in names) + "\n")
     return result
 
 
 def _query_apps(
-    machine: Machine, names: list[str], ids: set[int] | None, noheader: bool, nounits: bool
+    result: Result,
+    machine: Machine,
+    names: list[str],
+    readings: list[GpuReading],
+    noheader: bool,
+    nounits: bool,
 ) -> Result:
-    result = Result()
+    """`--query-compute-apps`, GPU by GPU (`readings`: the GPUs asked for, by index)."""
     for name in names:
         if name not in APP_FIELDS:
-            return result.out(f'Field "{name}" is not a valid field to query.\n\n').exit(2)
+            return _invalid_field(name)
     if not noheader:
         result.out(", ".join(APP_FIELDS[n] for n in names) + "\n")
-    # Only the gpu_name column needs the GPUs' readings (all the work of --query-gpu).
-    gpus = {r.index: r for r in machine.gpu_readings()} if "gpu_name" in names else {}
-    for app in machine.compute_apps():
-        if ids is not None and app.gpu_index not in ids:
+    gpus = {r.index: r for r in readings}
+    lost = {r.index for r in readings if r.lost}
+    apps = machine.compute_apps()
+    for index in sorted(gpus):
+        if index in lost:
+            result.out(lost_line(gpus[index].bus_id))
             continue
-        memory = str(app.used_memory_mib) if nounits else f"{app.used_memory_mib} MiB"
-        values = {
-            "pid": str(app.pid),
-            "process_name": app.process_name,
-            "name": app.process_name,
-            "used_memory": memory,
-            "used_gpu_memory": memory,
-            "gpu_uuid": app.gpu_uuid,
-            "gpu_bus_id": bus_id(app.gpu_index),
-            "gpu_name": gpus[app.gpu_index].name if gpus else "",
-        }
-        result.out(", ".join(values[n] for n in names) + "\n")
+        for app in (a for a in apps if a.gpu_index == index):
+            memory = str(app.used_memory_mib) if nounits else f"{app.used_memory_mib} MiB"
+            values = {
+                "pid": str(app.pid),
+                "process_name": app.process_name,
+                "name": app.process_name,
+                "used_memory": memory,
+                "used_gpu_memory": memory,
+                "gpu_uuid": app.gpu_uuid,
+                "gpu_bus_id": gpus[index].bus_id,
+                "gpu_name": gpus[index].name,
+            }
+            result.out(", ".join(values[n] for n in names) + "\n")
     return result
 
 
-def _topo(args: list[str]) -> Result:
+def _topo(machine: Machine, args: list[str]) -> Result:
     """`nvidia-smi topo -m` (the matrix); other topo options are not simulated."""
     if args in (["-m"], ["--matrix"]):
-        return Result().out(topology_matrix())
-    return Result().out(_INVALID).exit(2)
-
-
-# --- the default screen --------------------------------------------------------------------------
-
-_BAR = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
-_FULL = "+" + "-" * 89 + "+"
-
-
-def _cells(a: str, b: str, c: str) -> str:
-    return f"|{a:<41}|{b:<24}|{c:<22}|"
-
-
-def _wide(text: str) -> str:
-    return f"|{text:<89}|"
-
-
-def _smi_table(machine: Machine, readings: list[GpuReading]) -> str:
-    """The default nvidia-smi screen, for people who type it by hand."""
-    now = dt.datetime.fromtimestamp(machine.wall(), dt.UTC).strftime("%a %b %d %H:%M:%S %Y")
-    lines = [
-        f"{now}       ",
-        _FULL,
-        _wide(
-            f" NVIDIA-SMI {DRIVER_VERSION:<22} Driver Version: {DRIVER_VERSION:<14} "
-            "CUDA Version: 13.0"
-        ),
-        _BAR,
-        _cells(
-            " GPU  Name                 Persistence-M",
-            " Bus-Id          Disp.A",
-            " Volatile Uncorr. ECC",
-        ),
-        _cells(
-            " Fan  Temp   Perf          Pwr:Usage/Cap",
-            "           Memory-Usage",
-            " GPU-Util  Compute M.",
-        ),
-        _cells("", "", "               MIG M."),
-        "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|",
-    ]
-    for r in readings:
-        lines += _gpu_rows(r)
-    return "\n".join(lines + _process_rows(machine)) + "\n"
-
-
-def _gpu_rows(r: GpuReading) -> list[str]:
-    name = r.name[:23] + "..." if len(r.name) > 26 else r.name
-    power = f"{round(r.power_draw_w)}W /  {round(r.power_limit_w)}W"
-    memory = f"{r.memory_used_mib}MiB /  {r.memory_total_mib}MiB"
-    util = f"{r.utilization_pct}%"
-    return [
-        _cells(f" {r.index:>3}  {name:<26}     On", f"   {bus_id(r.index)} Off", f"{'0':>21}"),
-        _cells(
-            f" N/A   {r.temperature_c}C    {r.pstate:<3}{power:>23} ",
-            f"{memory:>23}",
-            f"{util:>8}      Default",
-        ),
-        _cells("", "", "             Disabled"),
-        _BAR,
-    ]
-
-
-def _process_rows(machine: Machine) -> list[str]:
-    lines = [
-        "",
-        _FULL,
-        _wide(" Processes:"),
-        _wide("  GPU   GI   CI              PID   Type   Process name" + " " * 24 + "GPU Memory"),
-        _wide(
-            "        ID   ID                                                               Usage"
-        ),
-        "|" + "=" * 89 + "|",
-    ]
-    apps = machine.compute_apps()
-    if not apps:
-        lines.append(_wide("  No running processes found"))
-    for app in apps:
-        mem = f"{app.used_memory_mib}MiB"
-        lines.append(
-            _wide(
-                f"  {app.gpu_index:>3}   N/A  N/A  {app.pid:>14}      C   {app.process_name:<33}"
-                f"{mem:>13}"
-            )
+        lost = gpu_faults.lost_gpus(machine)
+        shown = [i for i in range(machine.hardware.gpu_count) if i not in lost]
+        matrix = topology_matrix(
+            machine.hardware,
+            shown if lost else None,
+            lambda index: gpu_faults.active_links(machine, index),
         )
-    lines.append(_FULL)
-    return lines
+        return Result().out(matrix)
+    return Result().out(_INVALID).exit(2)

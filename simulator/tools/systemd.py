@@ -6,7 +6,7 @@ import datetime as dt
 import string
 from typing import TYPE_CHECKING
 
-from ..state import JournalEntry, cgroup, systemd_timestamp
+from ..state import JournalEntry, cgroup, kernel_log, systemd_timestamp
 
 if TYPE_CHECKING:
     from ..state import Machine, Run, Unit
@@ -184,4 +184,5 @@ def format_timespan(seconds: float) -> str:
 def short_line(machine: Machine, entry: JournalEntry) -> str:
     """A journal entry in journalctl's default `short` format."""
     stamp = dt.datetime.fromtimestamp(entry.wall, dt.UTC).strftime("%b %d %H:%M:%S")
-    return f"{stamp} {machine.name} {entry.ident}[{entry.pid}]: {entry.message}"
+    who = entry.ident if kernel_log.is_kernel(entry) else f"{entry.ident}[{entry.pid}]"
+    return f"{stamp} {machine.name} {who}: {entry.message}"
