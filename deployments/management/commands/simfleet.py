@@ -25,7 +25,13 @@ NOT_INSTALLED = (
 try:
     from simulator import catalog
     from simulator.server import SimFleet, host_names
-    from simulator.state import DEFAULT_LOAD_SECONDS, DEFAULT_SLOW_SECONDS, FAULTS
+    from simulator.state import (
+        DEFAULT_HARDWARE,
+        DEFAULT_LOAD_SECONDS,
+        DEFAULT_SLOW_SECONDS,
+        FAULTS,
+        HARDWARE_PROFILES,
+    )
 except ModuleNotFoundError as exc:
     if exc.name != "simulator":  # the simulator is there but broken: show where
         raise
@@ -61,10 +67,27 @@ def _parse_faults(values: list[str], names: list[str]) -> dict[str, list[str]]:
     return faults
 
 
+def _parse_hardware(values: list[str], names: list[str]) -> dict[str, str]:
+    """`--hardware HOST=PROFILE`, repeatable: each named host's profile (once per host)."""
+    hardware: dict[str, str] = {}
+    for value in values:
+        name, sep, key = value.partition("=")
+        if not sep or name not in names or key not in HARDWARE_PROFILES:
+            raise CommandError(
+                f"--hardware {value!r}: use HOST=PROFILE with a host of this fleet (e.g. "
+                f"{names[-1]}) and one of: {', '.join(HARDWARE_PROFILES)}"
+            )
+        if hardware.get(name, key) != key:
+            raise CommandError(f"--hardware: {name} has two profiles ({hardware[name]}, {key})")
+        hardware[name] = key
+    return hardware
+
+
 class Command(BaseCommand):
     help = (
-        "Run N simulated 8-GPU inference hosts as SSH servers on consecutive ports "
-        "(gpu-01 on --base-port, gpu-02 on the next, ...) until interrupted."
+        "Run N simulated GPU inference hosts (8 x RTX PRO 6000 unless --hardware says "
+        "otherwise) as SSH servers on consecutive ports (gpu-01 on --base-port, gpu-02 on the "
+        "next, ...) until interrupted."
     )
     if not SIMULATOR_INSTALLED:
         help += f" Unavailable here: {NOT_INSTALLED}."
@@ -127,6 +150,14 @@ class Command(BaseCommand):
             metavar="HOST=FAULT",
             help=f"start with a fault switched on; repeatable. Faults: {', '.join(FAULTS)}",
         )
+        parser.add_argument(
+            "--hardware",
+            action="append",
+            default=[],
+            metavar="HOST=PROFILE",
+            help="what a host's GPUs are; repeatable (default "
+            f"{DEFAULT_HARDWARE.key}). Profiles: {', '.join(HARDWARE_PROFILES)}",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not SIMULATOR_INSTALLED:
@@ -141,6 +172,7 @@ class Command(BaseCommand):
             raise CommandError("--base-port leaves no room for that many hosts")
         names = host_names(count)
         faults = _parse_faults(options["fault"], names)
+        hardware = _parse_hardware(options["hardware"], names)
         state_dir = Path(options["state_dir"] or Path(settings.BASE_DIR) / ".run" / "simfleet")
         bind = options["bind"]
         address = options["address"] or ("127.0.0.1" if bind in ("0.0.0.0", "") else bind)  # noqa: S104
@@ -154,6 +186,7 @@ class Command(BaseCommand):
             slow_seconds=options["slow_seconds"],
             faults=faults,
             time_scale=options["time_scale"],
+            hardware=hardware,
         )
         entry = _sudoers_entry()
         for host in fleet.hosts:
