@@ -33,6 +33,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when its parent dies
+# The demo fleet's hosts that are not 8 x RTX PRO 6000 (simfleet --hardware): one HGX H200
+# board, whose 141 GB GPUs hold the Kimi-K2.5 NVFP4 every host is deployed with. (An H100's 80
+# GB would not hold it at tensor-parallel 8, nor would four L40S.)
+DEMO_HARDWARE = {2: "h200"}  # host number -> profile
+
+
+def demo_hardware(hosts: int) -> list[str]:
+    """`HOST=PROFILE` for each of the demo's hosts with other hardware than the default."""
+    width = 3 if hosts > 99 else 2  # as simfleet names them
+    return [f"gpu-{n:0{width}d}={key}" for n, key in DEMO_HARDWARE.items() if n <= hosts]
 
 
 def _reachable(url: str, timeout: float = 1.0) -> bool:
@@ -157,6 +167,7 @@ class Command(BaseCommand):
         fleet = [py, manage, "simfleet", "--hosts", str(options["hosts"]),
                  "--base-port", str(options["base_port"]), "--register",
                  "--state-dir", str(run_dir / "simfleet")]  # fmt: skip
+        fleet += [f"--hardware={host}" for host in demo_hardware(options["hosts"])]
         # No --pidfile: the demo's lock already keeps beat single. A beat stopped by two
         # signals at once (Ctrl-C reaches the whole group, then the demo's SIGTERM) can leave
         # its pid file behind, and a later beat refuses to start if that pid is in use again.
