@@ -56,6 +56,28 @@ GPU_DETAIL_FIELDS = (
     "pcie.link.width.current",
     "pcie.link.width.max",
 )
+# The third GPU query (section `gpu_errors`): memory faults that outlive the driver's load. Its
+# own query, so a driver that refuses one of these fields loses this section, not the others.
+GPU_ERROR_FIELDS = (
+    "index",
+    "pci.bus_id",
+    "ecc.errors.uncorrected.aggregate.total",
+    "retired_pages.pending",
+)
+# Row remapping (Ampere and later, HBM): its own query in nvidia-smi.
+REMAPPED_ROW_FIELDS = (
+    "gpu_uuid",
+    "remapped_rows.correctable",
+    "remapped_rows.uncorrectable",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+)
+# The kernel log's Xid lines of the current boot, newest last. A fatal Xid holds until the GPU
+# is reset, which on these hosts is a reboot: reading the boot, not the time since the last
+# probe, keeps it in every snapshot until then. Bounded on the host.
+# journalctl's --grep is a PCRE2 pattern; `.` for the space keeps the sudoers line exact.
+XID_PATTERN = "NVRM:.Xid"
+XID_MAX_LINES = 50
 COMPUTE_APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 UNIT_PROPERTIES = (
     "Id",
@@ -224,6 +246,45 @@ def gpu_query() -> list[str]:
 
 def gpu_details_query() -> list[str]:
     return ["nvidia-smi", f"--query-gpu={','.join(GPU_DETAIL_FIELDS)}", "--format=csv,noheader"]
+
+
+def gpu_errors_query() -> list[str]:
+    return ["nvidia-smi", f"--query-gpu={','.join(GPU_ERROR_FIELDS)}", "--format=csv,noheader"]
+
+
+def remapped_rows_query() -> list[str]:
+    return [
+        "nvidia-smi",
+        f"--query-remapped-rows={','.join(REMAPPED_ROW_FIELDS)}",
+        "--format=csv,noheader",
+    ]
+
+
+def nvlink_status() -> list[str]:
+    """Each NVLink's speed, or `<inactive>`; nothing at all on boards without NVLink."""
+    return ["nvidia-smi", "nvlink", "-s"]
+
+
+def nvlink_errors() -> list[str]:
+    """Each NVLink's replay, recovery and CRC error counters."""
+    return ["nvidia-smi", "nvlink", "-e"]
+
+
+def kernel_xids() -> list[str]:
+    """The current boot's newest Xid lines from the kernel log (read-only)."""
+    return [
+        "journalctl",
+        "-k",
+        "-b",
+        "-q",
+        "--no-pager",
+        "-o",
+        "short-iso",
+        "-n",
+        str(XID_MAX_LINES),
+        "--grep",
+        XID_PATTERN,
+    ]
 
 
 def smi_version() -> list[str]:

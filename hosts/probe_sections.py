@@ -29,6 +29,8 @@ class HostSection:
     # A tool's fixed format of numbers, names, paths and hashes, with no free text a secret
     # could travel in: stored without the secret scan (pages and the API still redact).
     verbatim: bool = True
+    # Read under `sudo -n` on hosts that say so (the kernel log needs a privileged group).
+    sudo: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,14 @@ GPU_DETAILS = HostSection("gpu_details", commands.gpu_details_query, "gpu_detail
 SMI_VERSION = HostSection("nvidia_smi_version", commands.smi_version, "driver_version")
 TOPOLOGY = HostSection("gpu_topology", commands.gpu_topology, "topology")
 CLOCK = HostSection("clock", commands.host_clock, "host_time")
+GPU_ERRORS = HostSection("gpu_errors", commands.gpu_errors_query, "gpu_errors")
+REMAPPED_ROWS = HostSection("remapped_rows", commands.remapped_rows_query, "gpu_errors")
+NVLINK_STATUS = HostSection("nvlink_status", commands.nvlink_status, "nvlinks")
+NVLINK_ERRORS = HostSection("nvlink_errors", commands.nvlink_errors, "nvlinks")
+# Kernel messages are free text (a driver may log a process's name): scanned like a journal.
+XID_EVENTS = HostSection(
+    "xid_events", commands.kernel_xids, "xid_events", verbatim=False, sudo=True
+)
 
 HOST_SECTIONS: tuple[HostSection, ...] = (
     GPUS,
@@ -64,6 +74,11 @@ HOST_SECTIONS: tuple[HostSection, ...] = (
     SMI_VERSION,
     TOPOLOGY,
     CLOCK,
+    GPU_ERRORS,  # before XID_EVENTS: an Xid names its GPU by the PCI bus id read here
+    REMAPPED_ROWS,
+    NVLINK_STATUS,
+    NVLINK_ERRORS,
+    XID_EVENTS,
 )
 
 
@@ -166,7 +181,10 @@ def probe_sections(spec: ProbeSpec) -> list[tuple[str, list[str]]]:
     every host section, then each unit's (see UNIT_SECTIONS; environment files' hashes and
     contents per path named by `ServerSpec.environment_files`, whose secrets the parser
     redacts before anything is stored; the journal tail when `journal_lines` asks for one)."""
-    sections = [(section.name, section.command()) for section in HOST_SECTIONS]
+    sections = [
+        (section.name, with_sudo(section.command(), spec.sudo and section.sudo))
+        for section in HOST_SECTIONS
+    ]
     for server in spec.servers:
         for unit_section in UNIT_SECTIONS:
             if unit_section.commands is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from controlplane.canonical import canonical_digest
 
+from .state_gpu import GpuErrors, GpuNvLinks, LostGpu, XidEvent
 from .state_json import plain, read_json
 
 
@@ -122,6 +123,9 @@ class ServerState:
     requests_running: float | None = None
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None  # 0..1
+    # Tokens generated since the server started (a counter): flat across two probes while
+    # requests wait means nothing is being served.
+    generation_tokens_total: float | None = None
 
 
 @dataclass
@@ -209,6 +213,10 @@ class HostState:
     topology: Topology | None = None
     # The host's own clock when probed (`date +%s`): systemd's timestamps are on it.
     host_time: int | None = None
+    gpu_errors: list[GpuErrors] = field(default_factory=list)
+    nvlinks: list[GpuNvLinks] = field(default_factory=list)  # GPUs with NVLink only
+    xid_events: list[XidEvent] = field(default_factory=list)  # this boot's, oldest first
+    lost_gpus: list[LostGpu] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         as_json: dict[str, Any] = plain(self)

@@ -83,6 +83,7 @@ def sudoers_commands(
         *(f"{BIN_DIR}/systemctl show {unit} *" for unit in names),
         *(f"{BIN_DIR}/tee -- {commands.UNIT_DIR}/{unit}" for unit in names),
         *(f"{BIN_DIR}/journalctl -u {unit} *" for unit in names),
+        _exact(commands.kernel_xids()),
     ]
     for path in dict.fromkeys(environment_files):
         lines += [_exact(commands.file_read(path)), _exact(commands.file_hash(path))]

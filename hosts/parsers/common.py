@@ -68,3 +68,12 @@ def parse_epoch_seconds(text: str) -> int:
     if not DIGITS_RE.fullmatch(value):
         raise ParseError(f"not a time in seconds: {excerpt(value) or 'no output'}")
     return int(value)
+
+
+def read_count(value: str, what: str) -> int | None:
+    """A count nvidia-smi printed: digits, or None where unavailable (`[N/A]`)."""
+    if is_unavailable(value):
+        return None
+    if not DIGITS_RE.fullmatch(value):
+        raise ParseError(f"{what} is not a number: {value!r}")
+    return int(value)

@@ -99,10 +99,11 @@ _NAME_START_RE = re.compile(_METRIC_NAME)
 RUNNING_METRICS = ("vllm:num_requests_running", "sglang:num_running_reqs")
 WAITING_METRICS = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
 KV_CACHE_METRICS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+GENERATION_METRICS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
 _WANTED = frozenset(RUNNING_METRICS + WAITING_METRICS + KV_CACHE_METRICS)
 
 
-def _metric_samples(text: str) -> dict[str, list[float]]:
+def _metric_samples(text: str, wanted: frozenset[str] = _WANTED) -> dict[str, list[float]]:
     """Values of the wanted metrics, one per label set.
 
     A small strict line parser rather than prometheus_client (not a declared dependency, and
@@ -115,7 +116,7 @@ def _metric_samples(text: str) -> dict[str, list[float]]:
         if not line or line.startswith("#"):
             continue
         start = _NAME_START_RE.match(line)
-        if not start or start.group(0) not in _WANTED:
+        if not start or start.group(0) not in wanted:
             continue
         match = _SAMPLE_RE.fullmatch(line)
         try:
@@ -153,3 +154,9 @@ def parse_vllm_metrics(text: str) -> tuple[float | None, float | None, float | N
         None if waiting is None else sum(waiting),
         None if kv_cache is None else sum(kv_cache) / len(kv_cache),
     )
+
+
+def parse_generation_tokens(text: str) -> float | None:
+    """Tokens generated since the server started, summed over engines (None: not exposed)."""
+    found = _first_family(_metric_samples(text, frozenset(GENERATION_METRICS)), GENERATION_METRICS)
+    return None if found is None else sum(found)

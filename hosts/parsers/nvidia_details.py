@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ..commands import GPU_DETAIL_FIELDS
 from ..state import GpuDetails, Topology
-from .common import DIGITS_RE, ParseError, excerpt, first_line, is_unavailable, read_number
+from .common import ParseError, excerpt, first_line, is_unavailable, read_count, read_number
 from .nvidia import _smi_fatal, _smi_rows
 
 _NO_DEVICES = "No devices were found"
@@ -41,14 +41,6 @@ def clock_event_reason_names(mask: int) -> list[str]:
     return names
 
 
-def _int_value(value: str, what: str) -> int | None:
-    if is_unavailable(value):
-        return None
-    if not DIGITS_RE.fullmatch(value):
-        raise ParseError(f"{what} is not a number: {value!r}")
-    return int(value)
-
-
 def _mhz(value: str) -> int | None:
     number = read_number(value, "MHz")
     return None if number is None else round(number)
@@ -69,7 +61,7 @@ def _details_row(values: list[str]) -> GpuDetails:
         if not _HEX_RE.fullmatch(reasons):
             raise ParseError(f"clock event reasons are not a hex mask: {reasons!r}")
         mask = int(reasons, 16)
-    gpu_index = _int_value(index, "index")
+    gpu_index = read_count(index, "index")
     if gpu_index is None:
         raise ParseError("GPU index unavailable")
     return GpuDetails(
@@ -77,17 +69,17 @@ def _details_row(values: list[str]) -> GpuDetails:
         driver_version=None if is_unavailable(driver) else driver,
         pstate=None if is_unavailable(pstate) else pstate,
         persistence_mode=_PERSISTENCE.get(persistence),
-        ecc_corrected_volatile=_int_value(ecc_corr, "corrected ECC errors"),
-        ecc_uncorrected_volatile=_int_value(ecc_uncorr, "uncorrected ECC errors"),
+        ecc_corrected_volatile=read_count(ecc_corr, "corrected ECC errors"),
+        ecc_uncorrected_volatile=read_count(ecc_uncorr, "uncorrected ECC errors"),
         clock_sm_mhz=_mhz(sm),
         clock_mem_mhz=_mhz(mem),
         clock_max_sm_mhz=_mhz(max_sm),
         clock_event_reasons=mask,
         clock_event_reason_names=[] if mask is None else clock_event_reason_names(mask),
-        pcie_gen_current=_int_value(gen, "PCIe generation"),
-        pcie_gen_max=_int_value(gen_max, "PCIe generation"),
-        pcie_width_current=_int_value(width, "PCIe link width"),
-        pcie_width_max=_int_value(width_max, "PCIe link width"),
+        pcie_gen_current=read_count(gen, "PCIe generation"),
+        pcie_gen_max=read_count(gen_max, "PCIe generation"),
+        pcie_width_current=read_count(width, "PCIe link width"),
+        pcie_width_max=read_count(width_max, "PCIe link width"),
     )
 
 

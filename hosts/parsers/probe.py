@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import probe_sections as catalog
 from ..state import (
@@ -14,6 +13,7 @@ from ..state import (
     ServerState,
     UnitState,
 )
+from . import probe_gpu
 from .collector import Collector
 from .common import (
     HttpResult,
@@ -21,10 +21,11 @@ from .common import (
     first_line,
     parse_epoch_seconds,
 )
-from .http import parse_http, parse_models_json, parse_vllm_metrics
+from .http import parse_generation_tokens, parse_http, parse_models_json, parse_vllm_metrics
 from .integrity import parse_integrity
 from .nvidia import parse_compute_apps, parse_gpu_csv
 from .nvidia_details import parse_gpu_details, parse_smi_version, parse_topology
+from .nvidia_read import read_smi
 from .probe_units import (
     parse_environment_files,
     parse_journal_section,
@@ -44,32 +45,13 @@ class ProbeParse:
     sections: dict[str, Section] = field(default_factory=dict)
 
 
-def _parse_smi(
-    out: Collector, name: str, parse: Callable[..., list[Any]], benign_exit: int
-) -> list[Any]:
-    """nvidia-smi exits 6 when it finds no GPU: an empty answer, not a failure."""
-    section = out.take(name)
-    if section is None:
-        return []
-    before = len(out.problems)
-    bad_rows: list[str] = []
-    rows = out.attempt(name, lambda: parse(section.output, problems=bad_rows))
-    for message in bad_rows:
-        out.add(name, message)
-    if rows == [] and section.exit_status == benign_exit:
-        return []
-    out.check_exit(section, "nvidia-smi", before)
-    return rows or []
-
-
 def _read_gpus(out: Collector, state: HostState) -> None:
-    state.gpus = _parse_smi(out, catalog.GPUS.name, parse_gpu_csv, benign_exit=6)
+    state.gpus = read_smi(out, catalog.GPUS.name, parse_gpu_csv, benign_exit=6)
+    probe_gpu.read_lost_gpus(out, state)
 
 
 def _read_compute_apps(out: Collector, state: HostState) -> None:
-    state.compute_apps = _parse_smi(
-        out, catalog.COMPUTE_APPS.name, parse_compute_apps, benign_exit=6
-    )
+    state.compute_apps = read_smi(out, catalog.COMPUTE_APPS.name, parse_compute_apps, benign_exit=6)
 
 
 def _read_process_owners(out: Collector, state: HostState) -> None:
@@ -86,7 +68,7 @@ def _read_process_owners(out: Collector, state: HostState) -> None:
 
 
 def _read_gpu_details(out: Collector, state: HostState) -> None:
-    state.gpu_details = _parse_smi(out, catalog.GPU_DETAILS.name, parse_gpu_details, benign_exit=6)
+    state.gpu_details = read_smi(out, catalog.GPU_DETAILS.name, parse_gpu_details, benign_exit=6)
 
 
 def _read_smi_version(out: Collector, state: HostState) -> None:
@@ -128,6 +110,11 @@ HOST_READERS: dict[str, Callable[[Collector, HostState], None]] = {
     catalog.SMI_VERSION.name: _read_smi_version,
     catalog.TOPOLOGY.name: _read_topology,
     catalog.CLOCK.name: _read_clock,
+    catalog.GPU_ERRORS.name: probe_gpu.read_gpu_errors,
+    catalog.REMAPPED_ROWS.name: probe_gpu.read_remapped_rows,
+    catalog.NVLINK_STATUS.name: probe_gpu.read_nvlink_status,
+    catalog.NVLINK_ERRORS.name: probe_gpu.read_nvlink_errors,
+    catalog.XID_EVENTS.name: probe_gpu.read_xid_events,
 }
 
 
@@ -200,6 +187,8 @@ def _parse_server(out: Collector, unit: str) -> ServerState:
         values = out.attempt(metrics_name, lambda: parse_vllm_metrics(metrics_body))
         if values is not None:
             server.requests_running, server.requests_waiting, server.kv_cache_usage = values
+        tokens = out.attempt(metrics_name, lambda: parse_generation_tokens(metrics_body))
+        server.generation_tokens_total = tokens
     return server
 
 

@@ -4,7 +4,8 @@ Samples are in the formats the real tools print. tests/hosts/samples/probe_two_u
 output of `probe_sections.probe_script` run through bash with real curl (against a stand-in vLLM
 server), real sha256sum and the real integrity script, and stand-ins for nvidia-smi and
 systemctl printing what those print; its unit reads two environment files (one missing, which
-is optional) and the second, missing unit had its journal asked for.
+is optional) and the second, missing unit had its journal asked for. Its GPU fault sections
+(gpu_errors to xid_events) were added later, framed from `gpu_fault_sections()` below.
 """
 
 from __future__ import annotations
@@ -106,3 +107,70 @@ PermissionError: [Errno 13] Permission denied: '/opt/vllm/lib/python3.12/site-pa
 def http(body: str, code: int) -> str:
     """What `curl -sS -w '\\n@@cp:http:%{http_code}\\n'` prints for a response."""
     return f"{body}\n@@cp:http:{code:03d}\n"
+
+
+# --- the GPU fault sections of the 8 x H100 in nvidia_smi_8x_h100.csv ------------------------
+
+H100_BUS_IDS = [f"00000000:{bus}:00.0" for bus in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")]
+
+
+def h100_uuids() -> list[str]:
+    return [line.split(", ")[1] for line in sample("nvidia_smi_8x_h100.csv").splitlines()]
+
+
+def gpu_error_rows(aggregate: dict[int, int] | None = None) -> str:
+    """`gpu_errors` of a healthy H100 host: no lifetime uncorrectable errors, and page
+    retirement `[N/A]` (Hopper remaps rows instead)."""
+    counts = aggregate or {}
+    return "".join(f"{i}, {bus}, {counts.get(i, 0)}, [N/A]\n" for i, bus in enumerate(H100_BUS_IDS))
+
+
+def remapped_row_rows(rows: dict[int, str] | None = None) -> str:
+    """`remapped_rows` (uuid, correctable, uncorrectable, pending, failure); `rows` replaces a
+    GPU's four values."""
+    replace = rows or {}
+    return "".join(f"{u}, {replace.get(i, '0, 0, 0, 0')}\n" for i, u in enumerate(h100_uuids()))
+
+
+def nvlink_status(inactive: dict[int, int] | None = None) -> str:
+    """`nvidia-smi nvlink -s` of eight H100 SXM: 18 links each at 26.562 GB/s."""
+    off = inactive or {}
+    lines = []
+    for i, uuid in enumerate(h100_uuids()):
+        lines.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: {uuid})")
+        for link in range(18):
+            value = "<inactive>" if off.get(i) == link else "26.562 GB/s"
+            lines.append(f"\t Link {link}: {value}")
+    return "\n".join(lines) + "\n"
+
+
+def nvlink_errors(counts: dict[tuple[int, int], int] | None = None) -> str:
+    """`nvidia-smi nvlink -e`: `counts` sets (GPU, link)'s replay and CRC errors."""
+    errors = counts or {}
+    lines = []
+    for i, uuid in enumerate(h100_uuids()):
+        lines.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: {uuid})")
+        for link in range(18):
+            n = errors.get((i, link), 0)
+            lines += [
+                f"\t Link {link}: Replay Errors: {n}",
+                f"\t Link {link}: Recovery Errors: 0",
+                f"\t Link {link}: CRC Errors: {n}",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def xid_line(code: int, bus: str, message: str, at: str = "2025-12-01T08:00:00+00:00") -> str:
+    """One Xid as `journalctl -k -o short-iso` prints it."""
+    return f"{at} gpu-01 kernel: NVRM: Xid (PCI:0000:{bus.lower()}:00): {code}, {message}\n"
+
+
+def gpu_fault_sections() -> dict[str, tuple[str, int]]:
+    """The probe's GPU fault sections of a healthy H100 host (no Xid this boot)."""
+    return {
+        "gpu_errors": (gpu_error_rows(), 0),
+        "remapped_rows": (remapped_row_rows(), 0),
+        "nvlink_status": (nvlink_status(), 0),
+        "nvlink_errors": (nvlink_errors(), 0),
+        "xid_events": ("", 0),
+    }

@@ -44,6 +44,7 @@ from tests.hosts.parser_samples import (
     UNIT_SHA,
     UNITS,
     frame,
+    gpu_fault_sections,
     http,
     sample,
     section_names,
@@ -113,6 +114,7 @@ def host_sections(
         "nvidia_smi_version": (sample("nvidia_smi_version_580.txt"), 0),
         "gpu_topology": (sample("nvidia_smi_topo_8x_h100_nvlink.txt"), 0),
         "clock": ("1764576000\n", 0),
+        **gpu_fault_sections(),
     }
     for unit in units:
         sections.update(healthy_sections(unit))

@@ -95,7 +95,12 @@ def fleet(db: None, make_fleet: Any, settings: Any) -> RegisteredFleet:
 
 def test_the_entry_parses_as_one_rule_per_command() -> None:
     rules = parse(sudoers.example_entry())
-    assert len(rules) == 10
+    assert len(rules) == 11
+    xids = next(r for r in rules if r.args is not None and r.args.startswith("-k"))
+    assert (xids.program, xids.args) == (
+        "/usr/bin/journalctl",
+        "-k -b -q --no-pager -o short-iso -n 50 --grep NVRM:.Xid",
+    )  # exact: the kernel log's Xid lines of this boot, and nothing else journalctl can do
     assert {(r.users, r.hosts, r.runas, r.nopasswd, r.negated) for r in rules} == {
         (("deploy",), ("ALL",), ("root",), True, False)
     }
