@@ -25,14 +25,18 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from hosts.choices import READ_STATUSES, HostKeyStatus, Verdict
 from hosts.choices import VERDICT_SEVERITY as SEVERITY
-from hosts.choices import Verdict
-from hosts.parsers.systemd import parse_systemd_timestamp
 from hosts.probe_sections import GPU_DETAILS, GPUS
 from hosts.state import HostState, IntegrityReport
 
 from .choices import ChangeStatus
+from .engine_faults import engine_reasons, not_serving_reasons
+from .gpu_faults import gpu_fault_reasons
 from .serving_plan import ServingPlan
+from .verdict_table import Reason
+
+__all__ = ["HealthVerdict", "HostEvidence", "Reason", "evaluate"]
 
 HEALTHY, CHANGING, DEGRADED, UNKNOWN, FAILED = (
     Verdict.HEALTHY,
@@ -43,16 +47,6 @@ HEALTHY, CHANGING, DEGRADED, UNKNOWN, FAILED = (
 )
 # A snapshot older than this many probe intervals (plus a minute) no longer tells the truth.
 STALE_INTERVALS = 3
-
-
-@dataclass(frozen=True)
-class Reason:
-    level: str  # changing | degraded | unknown | failed
-    code: str  # machine-readable, e.g. "engine_patched"
-    text: str  # what a person reads
-
-    def as_dict(self) -> dict[str, str]:
-        return {"level": self.level, "code": self.code, "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -106,6 +100,12 @@ class UnitEvidence:
     evaluation: Evaluation | None = None
     running: RunningChange | None = None  # the change job running on this unit now
     load_timeout_seconds: int = 900  # how long its model may take to load (Deployment's)
+    # The GPUs the deployment declares (tensor-parallel size), for a unit with no revision yet.
+    declared_gpus: int = 0
+
+    @property
+    def gpus_needed(self) -> int:
+        return self.plan.gpus_needed if self.plan is not None else self.declared_gpus
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,9 @@ class HostEvidence:
     snapshot: SnapshotFacts | None
     last_good: SnapshotFacts | None = None
     units: tuple[UnitEvidence, ...] = ()
+    # The ok or partial snapshot before `snapshot`, where a rule compares two probes (NVLink
+    # counters, a stalled engine); None where none is needed or there is none.
+    previous: SnapshotFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,12 @@ class HealthVerdict:
 def evaluate(evidence: HostEvidence) -> HealthVerdict:
     reasons = _host_reasons(evidence) + _running_reasons(evidence)
     snapshot = evidence.snapshot
-    if snapshot is not None and snapshot.status in {"ok", "partial"}:
+    if snapshot is not None and snapshot.status in READ_STATUSES:
+        previous = evidence.previous.state if evidence.previous is not None else None
         reasons += _snapshot_reasons(snapshot)
+        reasons += gpu_fault_reasons(snapshot.state, previous)
         for unit in evidence.units:
-            reasons += _unit_reasons(unit, snapshot.state)
+            reasons += _unit_reasons(unit, snapshot.state, previous)
     if not reasons:
         return HealthVerdict(HEALTHY)
     worst = max(reasons, key=lambda r: SEVERITY[r.level]).level
@@ -162,16 +167,16 @@ def _age(now: dt.datetime, then: dt.datetime) -> str:
 
 def _host_reasons(evidence: HostEvidence) -> list[Reason]:
     """Whether the control plane can see the host at all."""
-    if evidence.key_status == "changed":
+    if evidence.key_status == HostKeyStatus.CHANGED:
         return [Reason(FAILED, "host_key_changed", "the host key changed: every command is "
                        "blocked until an administrator accepts the new key")]  # fmt: skip
-    if evidence.key_status == "unknown":
+    if evidence.key_status == HostKeyStatus.UNKNOWN:
         return [Reason(UNKNOWN, "host_key_unknown", "the host key is not accepted yet")]
     snapshot = evidence.snapshot
     if snapshot is None:
         return [Reason(UNKNOWN, "never_probed", "never probed")]
     now = evidence.now
-    if snapshot.status not in {"ok", "partial"}:
+    if snapshot.status not in READ_STATUSES:
         last = evidence.last_good
         known = (
             f"; last known good: snapshot #{last.pk}, {_age(now, last.taken_at)} ago"
@@ -221,9 +226,14 @@ def _snapshot_reasons(snapshot: SnapshotFacts) -> list[Reason]:
     return reasons
 
 
-def _unit_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
+def _unit_reasons(
+    unit: UnitEvidence, state: HostState, previous: HostState | None = None
+) -> list[Reason]:
+    service = _service_reasons(unit, state)
+    if not service and unit.running is None:  # it looks as if it serves: does the engine?
+        service = engine_reasons(unit.unit, unit.gpus_needed, state, previous)
     return [
-        *_service_reasons(unit, state),
+        *service,
         *_gpu_reasons(unit, state),
         *_drift_reasons(unit, state),
         *_integrity_reasons(unit),
@@ -254,57 +264,8 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
                            f"({change.by})")]  # fmt: skip
         return [Reason(FAILED, "service_inactive", f"{name} is {active}")]
     if active == "activating" or not state.server(name).healthy:
-        return _not_serving_reasons(unit, state, active or "unknown")
+        return not_serving_reasons(unit, state, active or "unknown")
     return []
-
-
-def _not_serving_reasons(unit: UnitEvidence, state: HostState, active: str) -> list[Reason]:
-    """A unit that runs but does not serve. vLLM 0.32 has no listening socket while it loads
-    (connection refused, never 503), and answers /health 503 once its engine core has died
-    behind a live API server (then exits a few seconds later): the first is loading for as
-    long as the deployment gives a model to load, the second is failed at once."""
-    name, server = unit.unit, state.server(unit.unit)
-    status = server.health_http_status
-    # curl's exit status 7: nothing listens on the port (whatever words its version prints).
-    refused = status is None and (server.health_error or "").startswith("curl: (7)")
-    port = f"port {unit.plan.port}" if unit.plan is not None and unit.plan.port else "its port"
-    said = (
-        f"/health answered {status}"
-        if status
-        else f"{port} refuses connections"
-        if refused
-        else "/health does not answer"
-    )
-    if unit.running is not None:
-        return [Reason(CHANGING, "loading", f"{name} is {active}; {said} while "
-                       f"{unit.running.said} loads the model")]  # fmt: skip
-    if status == 503:
-        return [Reason(FAILED, "engine_dead", f"{name} is {active}, but /health answered 503: "
-                       "the engine behind its API server is not running (vLLM answers 503 "
-                       "once its engine core has died)")]  # fmt: skip
-    up = _active_seconds(state, name) if refused and active == "active" else None
-    limit = unit.load_timeout_seconds
-    if up is not None and up > limit:
-        return [Reason(FAILED, "port_refused", f"{name} has been active for {_span(up)}, and "
-                       f"{port} still refuses connections (a model loads within {limit} s "
-                       "here)")]  # fmt: skip
-    if up is not None:
-        return [Reason(DEGRADED, "loading", f"{name} started {_span(up)} ago and is loading "
-                       f"the model: {port} refuses connections until it serves (for up to "
-                       f"{limit} s)")]  # fmt: skip
-    return [Reason(DEGRADED, "not_healthy", f"{name} is {active}; {said}")]
-
-
-def _active_seconds(state: HostState, unit: str) -> int | None:
-    """How long the unit has been active, on the host's own clock (None: cannot tell)."""
-    since = parse_systemd_timestamp(state.unit_state(unit).active_enter_timestamp)
-    if since is None or state.host_time is None:
-        return None
-    return max(0, state.host_time - int(since.timestamp()))
-
-
-def _span(seconds: int) -> str:
-    return f"{seconds} s" if seconds < 120 else f"{seconds // 60} min"
 
 
 def _gpu_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:

@@ -18,12 +18,12 @@ from django.utils import timezone
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-from hosts.choices import VERDICT_SEVERITY, SnapshotStatus, Verdict
+from hosts.choices import READ_STATUSES, VERDICT_SEVERITY, SnapshotStatus, Verdict
 from hosts.models import Host, HostHealth, StateSnapshot
 from hosts.selectors import newest_snapshot_id
 from hosts.state import IntegrityReport
 
-from .. import health, kinds
+from .. import engine_faults, gpu_faults, health, kinds
 from ..choices import FINAL_STATUSES, ChangeStatus
 from ..evaluation.selectors import health_evaluations
 from ..models import ChangeRequest, Deployment
@@ -202,7 +202,9 @@ def _evidence(
 ) -> dict[int, tuple[health.HostEvidence, str, str]]:
     host_ids = [h.pk for h in hosts]
     latest = _latest_snapshots_where(host_ids, known=known)
-    needs_last_good = [h.pk for h in hosts if getattr(latest.get(h.pk), "status", None) != "ok"]
+    needs_last_good = [
+        h.pk for h in hosts if getattr(latest.get(h.pk), "status", None) != SnapshotStatus.OK
+    ]
     last_good = _latest_snapshots_where(needs_last_good, status=SnapshotStatus.OK)
     deployments = list(
         Deployment.objects.filter(host__in=hosts).select_related("model", "current_revision__model")
@@ -223,7 +225,7 @@ def _evidence(
             labels.append(label)
             change_texts.append(change_text)
         current = latest.get(host.pk)
-        good = current if current is not None and current.status == "ok" else None
+        good = current if current is not None and current.status == SnapshotStatus.OK else None
         facts = health.HostEvidence(
             name=host.name,
             key_status=host.host_key_status,
@@ -232,6 +234,7 @@ def _evidence(
             snapshot=_facts(current),
             last_good=_facts(good or last_good.get(host.pk)),
             units=tuple(units),
+            previous=_previous_facts(current),
         )
         out[host.pk] = (facts, "; ".join(labels), "; ".join(t for t in change_texts if t))
     return out
@@ -268,6 +271,7 @@ def _unit_evidence(
         evaluation=evaluation,
         running=running,
         load_timeout_seconds=dep.load_timeout_seconds,
+        declared_gpus=dep.tensor_parallel_size,
     )
     return unit, label, change_text
 
@@ -282,6 +286,24 @@ def _facts(snapshot: StateSnapshot | None) -> health.SnapshotFacts | None:
         error=snapshot.error,
         state=snapshot.state(),
     )
+
+
+def _previous_facts(current: StateSnapshot | None) -> health.SnapshotFacts | None:
+    """The readable snapshot before `current`, read only where a rule compares two probes
+    (rising NVLink counters, an engine that stalled): rare, so one query each."""
+    if current is None or current.status not in READ_STATUSES:
+        return None
+    state = current.state()
+    if not (gpu_faults.needs_previous(state) or engine_faults.needs_previous(state)):
+        return None
+    before = (
+        StateSnapshot.objects.filter(host_id=current.host_id, status__in=READ_STATUSES)
+        .filter(taken_at__lte=current.taken_at)
+        .exclude(pk=current.pk)
+        .order_by("-taken_at", "-id")
+        .first()
+    )
+    return _facts(before)
 
 
 def _newest_ids(host_ids: list[int], **where: Any) -> list[int]:
