@@ -2,7 +2,7 @@
 
 A host probed every minute has 10,080 snapshots a week, 80,640 GPU samples. The browser gets at
 most a few hundred points per GPU: one GROUP BY over `GpuSample` averages each bucket, so a
-window costs one query whatever the number of rows.
+window costs one query whatever the number of rows (and one more for its GPU events).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 from django.db.models import Avg, F, Max
 from django.utils import timezone
 
-from .models import GpuSample, Host
+from .choices import READ_STATUSES
+from .models import GpuSample, Host, StateSnapshot
+from .xid_catalog import xid_name
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def gpu_chart_series(host: Host, window: str, *, now: dt.datetime | None = None)
 
     `t` holds each bucket's start (epoch seconds, UTC), every bucket of the window whether or
     not it has samples; `series[metric][gpu]` is aligned with it, None where the host was not
-    sampled (a gap in the line rather than a line drawn across an outage). One query.
+    sampled (a gap in the line rather than a line drawn across an outage); `events` the GPU
+    events to mark on them. Two queries: the buckets, and the newest snapshot.
     """
     if window not in WINDOWS:
         raise UnknownWindow(window)
@@ -97,7 +100,30 @@ def gpu_chart_series(host: Host, window: str, *, now: dt.datetime | None = None)
         "series": series,
         "units": UNITS,
         "memory_total_mib": totals,
+        "events": gpu_events(host, first * size * 60, (now_minute + 1) * 60),
     }
+
+
+def gpu_events(host: Host, start: int, end: int) -> list[dict[str, Any]]:
+    """The Xid events of the host's newest readable snapshot (its current boot's, newest 50)
+    that fall in [start, end), for markers on the charts: time, GPU (None: unknown), label."""
+    snapshot = (
+        StateSnapshot.objects.filter(host=host, status__in=READ_STATUSES)
+        .order_by("-taken_at", "-id")
+        .first()
+    )
+    if snapshot is None:
+        return []
+    events = []
+    for event in snapshot.state().xid_events:
+        try:
+            at = int(dt.datetime.fromisoformat(event.at or "").timestamp())
+        except ValueError:
+            continue
+        if start <= at < end:
+            label = f"Xid {event.code}: {xid_name(event.code)}"
+            events.append({"t": at, "gpu": event.gpu_index, "label": label})
+    return events
 
 
 def _bucket_rows(host: Host, size: int, start: int, end: int) -> list[dict[str, Any]]:

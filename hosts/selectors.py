@@ -17,6 +17,7 @@ from controlplane.paging import numbered_page
 from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact_text
 
 from .choices import SnapshotStatus, Verdict
+from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
 from .state import DeploymentState, GpuState, HostState, Problem
 
@@ -127,7 +128,7 @@ def fleet_row(
         snapshot = latest_snapshot(host)
         integrity = latest_integrity_snapshot(host)
     last_good_summary = None
-    unreadable = snapshot is None or snapshot.status not in ("ok", "partial")
+    unreadable = snapshot is None or snapshot.status not in USABLE_STATUSES
     if unreadable and not looked_up and health is not None:
         last_good = health.last_good_snapshot
     if last_good is not None and unreadable:
@@ -345,12 +346,19 @@ def host_parity(snapshot: StateSnapshot | None) -> dict[str, Any]:
     state = snapshot.state()
     details = {d.index: d for d in state.gpu_details}
     by_uuid = state.gpu_index_by_uuid()
+    faults = gpu_fault_notes(state)
+    listed = {gpu.index for gpu in state.gpus}
     return {
         "units": [
             {"name": unit, "dep": _shown_deployment(dep), "status": dep.unit}
             for unit, dep in state.deployments.items()
         ],
-        "gpus": [(gpu, details.get(gpu.index)) for gpu in state.gpus],
+        "gpus": [(gpu, details.get(gpu.index), faults.get(gpu.index, [])) for gpu in state.gpus],
+        # Faults of GPUs nvidia-smi did not list (lost ones), or of no GPU it could name.
+        "other_gpu_faults": [
+            (index, notes) for index, notes in faults.items() if index not in listed
+        ],
+        "nvlink_summary": nvlink_summary(state),
         "processes": [(app, by_uuid.get(app.gpu_uuid or "")) for app in state.compute_apps],
         "topology": state.topology,
         "driver_version": state.driver_version

@@ -20,6 +20,7 @@ from hosts.choices import HostKeyStatus, SnapshotStatus, Verdict
 from hosts.state import ServerState
 
 from . import selectors
+from .gpu_faults import add_gpu_faults, gpu_fault_family_set
 
 MIB = 1048576
 # A probe that reached the host and ran its script; anything else says the host is not seen.
@@ -177,7 +178,8 @@ HOST_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
 
 
 def _host_family_set() -> dict[str, GaugeMetricFamily]:
-    return {name: _gauge(name, text, labels) for name, text, labels in HOST_FAMILIES}
+    families = {name: _gauge(name, text, labels) for name, text, labels in HOST_FAMILIES}
+    return families | gpu_fault_family_set(GaugeMetricFamily)
 
 
 def _add_host(
@@ -208,6 +210,7 @@ def _add_host(
             value = _number(getattr(reading, key))
             if value is not None:
                 families[f"gpu_{suffix}"].add_metric(labels, value * scale)
+    add_gpu_faults(families, name, state)
     for unit, dep in sorted(state.deployments.items()):
         families["service_active"].add_metric(
             [name, unit], float(dep.unit.active_state == "active")

@@ -192,13 +192,13 @@ def test_a_host_without_history_has_empty_series(host):
 
 
 @pytest.mark.parametrize("window", list(WINDOWS))
-def test_each_window_is_one_query_whatever_the_row_count(
+def test_each_window_is_two_queries_whatever_the_row_count(
     host, window, django_assert_max_num_queries
 ):
     times = every(10, until=NOW, span=dt.timedelta(days=8))
     written = make_gpu_history(host, times=times)
     assert written > 9000
-    with django_assert_max_num_queries(1):
+    with django_assert_max_num_queries(2):  # the buckets, and the newest snapshot's events
         data = gpu_chart_series(host, window, now=NOW)
     spec = WINDOWS[window]
     assert len(data["t"]) == spec.buckets <= 170
@@ -280,3 +280,29 @@ def test_an_unknown_window_on_the_page_falls_back_to_a_day(client, host, viewer)
     client.force_login(viewer)
     body = client.get(reverse("hosts:detail", args=["gpu-01"]), {"window": "x"}).content.decode()
     assert 'data-window="24h"' in body
+
+
+# --- GPU events on the charts -------------------------------------------------------------
+
+
+def test_xids_of_the_newest_snapshot_are_events_on_the_charts(host):
+    parsed = f.parsed_state()
+    parsed["xid_events"] = [
+        {"code": 79, "pci": "0000:5d:00", "gpu_index": 3, "message": "pid=0, GPU has fallen "
+         "off the bus.", "at": at(11, 40).isoformat()},
+        {"code": 13, "pci": "0000:18:00", "gpu_index": None, "message": "pid=7",
+         "at": at(9, 0, days_before=3).isoformat()},  # before the window
+        {"code": 48, "pci": "0000:18:00", "gpu_index": 0, "message": "", "at": None},
+    ]  # fmt: skip
+    f.make_snapshot(host, parsed=parsed)
+
+    events = gpu_chart_series(host, "24h", now=NOW)["events"]
+
+    assert events == [
+        {"t": epoch(at(11, 40)), "gpu": 3, "label": "Xid 79: GPU has fallen off the bus"}
+    ]
+    assert gpu_chart_series(host, "7d", now=NOW)["events"][-1]["label"].startswith("Xid 13")
+
+
+def test_a_host_without_snapshots_has_no_chart_events(host):
+    assert gpu_chart_series(host, "1h", now=NOW)["events"] == []

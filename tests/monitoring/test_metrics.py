@@ -207,3 +207,44 @@ def test_every_family_is_a_documented_gauge(scrape):
     metrics = scrape()
     assert set(metrics.types.values()) == {"gauge"}
     assert all(name.startswith("controlplane_") for name in metrics.types)
+
+
+def test_gpu_faults_are_series_beside_their_gpu(scrape):
+    parsed = f.parsed_state(gpus=2)
+    parsed["gpu_details"] = [
+        {"index": 0, "persistence_mode": True, "ecc_uncorrected_volatile": 0,
+         "pcie_width_current": 16, "pcie_width_max": 16, "clock_event_reasons": 0},
+        {"index": 1, "persistence_mode": False, "ecc_uncorrected_volatile": 2,
+         "pcie_width_current": 8, "pcie_width_max": 16, "clock_event_reasons": 0x48},
+    ]  # fmt: skip
+    parsed["gpu_errors"] = [{"index": 1, "ecc_uncorrected_aggregate": 5, "remap_pending": True,
+                             "remap_failure": False}]  # fmt: skip
+    links = [{"link": n, "active": n != 4, "replay_errors": 3, "crc_errors": 1} for n in range(18)]
+    parsed["nvlinks"] = [{"index": 1, "links": links}]
+    parsed["xid_events"] = [
+        {"code": 79, "pci": "0000:5d:00", "gpu_index": 1, "message": "GPU has fallen off"},
+        {"code": 79, "pci": "0000:5d:00", "gpu_index": 1, "message": "GPU has fallen off"},
+        {"code": 13, "pci": "0000:9a:00", "gpu_index": None, "message": "pid=7"},
+    ]
+    parsed["lost_gpus"] = [{"message": "GPU is lost", "pci_bus_id": "00000000:5D:00.0"}]
+    f.make_snapshot(f.make_host("gpu-01"), status="partial", parsed=parsed)
+
+    m = scrape()
+
+    gpu1 = {"host": "gpu-01", "gpu": "1"}
+    assert m.value("controlplane_gpu_ecc_uncorrected_volatile_errors", **gpu1) == 2
+    assert m.value("controlplane_gpu_ecc_uncorrected_aggregate_errors", **gpu1) == 5
+    assert m.value("controlplane_gpu_remapped_rows_pending", **gpu1) == 1
+    assert m.value("controlplane_gpu_remapped_rows_failure", **gpu1) == 0
+    assert m.value("controlplane_gpu_pcie_link_width", **gpu1) == 8
+    assert m.value("controlplane_gpu_pcie_link_width_max", **gpu1) == 16
+    assert m.value("controlplane_gpu_clock_event_reasons", **gpu1) == 0x48
+    assert m.value("controlplane_gpu_persistence_mode", **gpu1) == 0
+    assert m.value("controlplane_gpu_persistence_mode", host="gpu-01", gpu="0") == 1
+    assert m.value("controlplane_gpu_nvlink_links_inactive", **gpu1) == 1
+    assert m.value("controlplane_gpu_nvlink_errors", **gpu1, counter="replay") == 54
+    assert m.value("controlplane_gpu_nvlink_errors", **gpu1, counter="crc") == 18
+    assert m.series("controlplane_gpu_nvlink_errors", counter="recovery") == []  # not read
+    assert m.value("controlplane_gpu_xid_events", **gpu1, xid="79") == 2
+    assert m.value("controlplane_gpu_xid_events", host="gpu-01", gpu="0000:9a:00", xid="13") == 1
+    assert m.value("controlplane_gpu_lost", host="gpu-01", gpu="00000000:5D:00.0") == 1

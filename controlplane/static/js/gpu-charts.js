@@ -97,10 +97,48 @@
         { label: spec.axis, labelSize: 20, size: 48 },
       ],
       legend: { live: true },
+      plugins: [eventMarkers(data.events || [])],
       // One cursor for the four charts: hovering a time shows every metric's values at it.
       cursor: { y: false, focus: { prox: 16 }, sync: { key: syncKey } },
       focus: { alpha: 0.3 },
     };
+  }
+
+  // A dashed vertical line at each GPU event (an Xid from the kernel log), on every chart.
+  function eventMarkers(events) {
+    return {
+      hooks: {
+        draw: function (u) {
+          var ctx = u.ctx;
+          ctx.save();
+          ctx.strokeStyle = "#c0392b";
+          ctx.setLineDash([4, 3]);
+          ctx.lineWidth = 1.5;
+          events.forEach(function (event) {
+            var x = Math.round(u.valToPos(event.t, "x", true));
+            if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+            ctx.beginPath();
+            ctx.moveTo(x, u.bbox.top);
+            ctx.lineTo(x, u.bbox.top + u.bbox.height);
+            ctx.stroke();
+          });
+          ctx.restore();
+        },
+      },
+    };
+  }
+
+  function listEvents(root, events) {
+    var list = root.querySelector("[data-chart-events]");
+    if (!list) return;
+    list.textContent = "";
+    events.forEach(function (event) {
+      var item = document.createElement("li");
+      var when = new Date(event.t * 1e3).toISOString().replace("T", " ").slice(0, 19);
+      item.textContent = when + " UTC · GPU " + (event.gpu == null ? "?" : event.gpu) + " · " + event.label;
+      list.appendChild(item);
+    });
+    list.hidden = !events.length;
   }
 
   function setStatus(root, text) {
@@ -112,6 +150,7 @@
   function draw(root, data) {
     (root._gpuCharts || []).forEach(function (chart) { chart.destroy(); });
     root._gpuCharts = [];
+    listEvents(root, data.events || []);
     if (!data.gpus.length) {
       setStatus(root, "No GPU readings in this window yet.");
       return;
