@@ -11,6 +11,10 @@ class SnapshotStatus(models.TextChoices):
     ERROR = "error", "error"
 
 
+# A probe that reached the host and ran its script: what its snapshot read is evidence.
+READ_STATUSES = (SnapshotStatus.OK, SnapshotStatus.PARTIAL)
+
+
 class HostKeyStatus(models.TextChoices):
     UNKNOWN = "unknown", "not yet accepted"
     PINNED = "pinned", "pinned"

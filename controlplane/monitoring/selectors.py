@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from controlplane.audit.models import AuditVerification
 from controlplane.audit.selectors import verification_latest
+from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
 from hosts.models import Host, StateSnapshot
 from hosts.selectors import newest_snapshot_id
@@ -101,7 +102,8 @@ def fleet_metrics(now: dt.datetime | None = None) -> FleetMetrics:
     now = now or timezone.now()
     window = settings.METRICS_PROBE_WINDOW_SECONDS
     changes, oldest = change_counts()
-    waiting = [when for (_, status), when in oldest.items() if status == "pending_approval"]
+    pending = ChangeStatus.PENDING_APPROVAL
+    waiting = [when for (_, status), when in oldest.items() if status == pending]
     return FleetMetrics(
         now=now,
         hosts=hosts_with_latest_snapshot_lean(),

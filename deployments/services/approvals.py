@@ -18,6 +18,7 @@ from controlplane.accounts.roles import APPROVER
 from controlplane.audit.actions import AuditAction
 from controlplane.canonical import canonical_digest
 from hosts import services as host_services
+from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import fingerprint_drift
 
@@ -198,7 +199,7 @@ def _mark_drifted(
 
 def approvals_void_on_drift(*, snapshots: list[StateSnapshot]) -> int:
     """A later probe that differs materially voids approvals of changes not yet running."""
-    latest = {s.host_id: s for s in snapshots if s.status == "ok"}
+    latest = {s.host_id: s for s in snapshots if s.status == SnapshotStatus.OK}
     if not latest:
         return 0
     approvals = (

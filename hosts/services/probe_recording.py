@@ -15,7 +15,7 @@ from controlplane.audit import context as audit_context
 from controlplane.canonical import canonical_digest
 
 from .. import signals
-from ..choices import ProbeTrigger, SnapshotStatus
+from ..choices import READ_STATUSES, ProbeTrigger
 from ..models import Host, StateSnapshot
 from ..probe import ProbeOutcome
 from .blobs import raw_store
@@ -55,7 +55,7 @@ def snapshots_record(
 
 def material_digest(snapshot: StateSnapshot) -> str:
     """The digest of what a decision rests on; empty when the probe did not reach the host."""
-    if snapshot.status not in (SnapshotStatus.OK, SnapshotStatus.PARTIAL):
+    if snapshot.status not in READ_STATUSES:
         return ""
     return canonical_digest(snapshot.material_fingerprint())
 
@@ -91,7 +91,7 @@ def _record_batch(
             parsed=outcome.parsed,
             digest=outcome.digest,
             error=outcome.error[:4000],
-            includes_integrity=integrity and outcome.status in {"ok", "partial"},
+            includes_integrity=integrity and outcome.status in READ_STATUSES,
             correlation_id=correlation_id,
         )
         for (host, outcome, integrity), raw_index in zip(items, raw_indexes, strict=True)
