@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from controlplane.audit.models import AuditEvent
 from deployments import runner, services
@@ -76,10 +76,13 @@ def test_a_slow_command_keeps_the_host_and_no_recovery_can_take_it(
     checks = 0
     while worker.is_alive():
         assert runner.recover_interrupted() == []
-        if HostLease.objects.filter(host=change.host, holder=change).exists():
-            with pytest.raises(LeaseTaken):
-                Lease(rival).take()
-            checks += 1
+        # Holding the lease row while trying to take it: the job cannot free it in between.
+        with transaction.atomic():
+            held = HostLease.objects.select_for_update().filter(host=change.host, holder=change)
+            if held.exists():
+                with pytest.raises(LeaseTaken):
+                    Lease(rival).take()
+                checks += 1
         time.sleep(0.2)
     worker.join()
     change.refresh_from_db()
