@@ -8,7 +8,7 @@ behind its API server); `engine_reasons` a unit that looks as if it serves (acti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from hosts.choices import Verdict
 from hosts.parsers.systemd import parse_systemd_timestamp
@@ -16,9 +16,6 @@ from hosts.state import HostState
 
 from . import verdict_table as table
 from .verdict_table import Reason, reason
-
-if TYPE_CHECKING:
-    from .health import UnitEvidence
 
 CHANGING, DEGRADED = Verdict.CHANGING, Verdict.DEGRADED
 
@@ -81,16 +78,26 @@ def _stalled(unit: str, state: HostState, previous: HostState | None) -> Reason 
     return reason("engine_stalled", text)
 
 
-def not_serving_reasons(unit: UnitEvidence, state: HostState, active: str) -> list[Reason]:
+@dataclass(frozen=True)
+class ServingUnit:
+    """What the not-serving rules read of a unit's evidence (deployments.health.UnitEvidence)."""
+
+    name: str
+    port: int | None
+    running: str | None  # the change job running on it, as people read it: "change #7 (...)"
+    load_timeout_seconds: int
+
+
+def not_serving_reasons(unit: ServingUnit, state: HostState, active: str) -> list[Reason]:
     """A unit that runs but does not serve. vLLM 0.32 has no listening socket while it loads
     (connection refused, never 503), and answers /health 503 once its engine core has died
     behind a live API server (then exits a few seconds later): the first is loading for as
     long as the deployment gives a model to load, the second is failed at once."""
-    name, server = unit.unit, state.server(unit.unit)
+    name, server = unit.name, state.server(unit.name)
     status = server.health_http_status
     # curl's exit status 7: nothing listens on the port (whatever words its version prints).
     refused = status is None and (server.health_error or "").startswith("curl: (7)")
-    port = f"port {unit.plan.port}" if unit.plan is not None and unit.plan.port else "its port"
+    port = f"port {unit.port}" if unit.port else "its port"
     said = (
         f"/health answered {status}"
         if status
@@ -99,8 +106,8 @@ def not_serving_reasons(unit: UnitEvidence, state: HostState, active: str) -> li
         else "/health does not answer"
     )
     if unit.running is not None:
-        return [Reason(CHANGING, "loading", f"{name} is {active}; {said} while "
-                       f"{unit.running.said} loads the model")]  # fmt: skip
+        text = f"{name} is {active}; {said} while {unit.running} loads the model"
+        return [Reason(CHANGING, "loading", text)]
     if status == 503:
         text = (
             f"{name} is {active}, but /health answered 503: the engine behind its API server "
@@ -116,9 +123,11 @@ def not_serving_reasons(unit: UnitEvidence, state: HostState, active: str) -> li
         )
         return _table_reason("port_refused", text)
     if up is not None:
-        return [Reason(DEGRADED, "loading", f"{name} started {_span(up)} ago and is loading "
-                       f"the model: {port} refuses connections until it serves (for up to "
-                       f"{limit} s)")]  # fmt: skip
+        text = (
+            f"{name} started {_span(up)} ago and is loading the model: {port} refuses "
+            f"connections until it serves (for up to {limit} s)"
+        )
+        return [Reason(DEGRADED, "loading", text)]
     return [Reason(DEGRADED, "not_healthy", f"{name} is {active}; {said}")]
 
 

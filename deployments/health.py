@@ -31,7 +31,7 @@ from hosts.probe_sections import GPU_DETAILS, GPUS
 from hosts.state import HostState, IntegrityReport
 
 from .choices import ChangeStatus
-from .engine_faults import engine_reasons, not_serving_reasons
+from .engine_faults import ServingUnit, engine_reasons, not_serving_reasons
 from .gpu_faults import gpu_fault_reasons
 from .serving_plan import ServingPlan
 from .verdict_table import Reason
@@ -264,7 +264,13 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
                            f"({change.by})")]  # fmt: skip
         return [Reason(FAILED, "service_inactive", f"{name} is {active}")]
     if active == "activating" or not state.server(name).healthy:
-        return not_serving_reasons(unit, state, active or "unknown")
+        serving = ServingUnit(
+            name=name,
+            port=unit.plan.port if unit.plan is not None else None,
+            running=unit.running.said if unit.running is not None else None,
+            load_timeout_seconds=unit.load_timeout_seconds,
+        )
+        return not_serving_reasons(serving, state, active or "unknown")
     return []
 
 

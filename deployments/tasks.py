@@ -7,17 +7,17 @@ from celery import shared_task
 from controlplane.audit import context as audit_context
 from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 
-from . import runner
+from . import dispatch, runner
 
 
-@shared_task(name="deployments.tasks.execute_change", acks_late=True)
+@shared_task(name=dispatch.EXECUTE_CHANGE, acks_late=True)
 def execute_change(change_id: int) -> str | None:
     with audit_context.acting(SYSTEM_WORKER):
         change = runner.change_execute(change_id=change_id)
         return change.status if change else None
 
 
-@shared_task(name="deployments.tasks.recover_interrupted_jobs")
+@shared_task(name=dispatch.RECOVER_INTERRUPTED_JOBS)
 def recover_interrupted_jobs() -> list[int]:
     """Beat's job recovery: jobs whose worker died end interrupted; queued jobs whose message
     was lost (a restarted broker) are sent again."""

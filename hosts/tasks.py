@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from controlplane.audit import context as audit_context
 from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 
-from . import services
+from . import dispatch, services
 from .choices import ProbeTrigger
 from .models import Host
 from .services import probe_routing, retention
@@ -27,7 +27,7 @@ from .services import probe_routing, retention
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="hosts.tasks.probe_host", acks_late=True)
+@shared_task(name=dispatch.PROBE_HOST, acks_late=True)
 def probe_host(
     host_id: int,
     trigger: str = ProbeTrigger.MANUAL,
@@ -43,14 +43,14 @@ def probe_host(
         return services.host_probe(host=host, trigger=trigger, integrity=integrity).pk
 
 
-@shared_task(name="hosts.tasks.probe_due_hosts", acks_late=True)
+@shared_task(name=dispatch.PROBE_DUE_HOSTS, acks_late=True)
 def probe_due_hosts() -> int:
     """Beat's sweep: claim the hosts due and queue them in batches to their workers."""
     with audit_context.acting(SYSTEM_BEAT):
         return probe_routing.probe_sweep()
 
 
-@shared_task(name="hosts.tasks.probe_batch", acks_late=True)
+@shared_task(name=dispatch.PROBE_BATCH, acks_late=True)
 def probe_batch(host_ids: list[int]) -> int:
     """One batch of a sweep: probe these hosts over this process's warm connections."""
     with audit_context.acting(SYSTEM_BEAT):
@@ -64,7 +64,7 @@ def probe_batch(host_ids: list[int]) -> int:
         return len(hosts)
 
 
-@shared_task(name="hosts.tasks.thin_snapshots", acks_late=True)
+@shared_task(name=dispatch.THIN_SNAPSHOTS, acks_late=True)
 def thin_snapshots() -> dict[str, Any]:
     """Beat's retention run, bounded to half its interval; the next run goes on from there."""
     budget = settings.SNAPSHOT_RETENTION_SWEEP_SECONDS / 2

@@ -20,7 +20,7 @@ from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
 from controlplane.crypto import SecretUnavailable
 
-from . import destinations, events, sender, signing
+from . import destinations, dispatch, events, sender, signing
 from .choices import OPEN_DELIVERY_STATUSES, PING, DeliveryStatus
 from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
@@ -222,13 +222,12 @@ def deliveries_create_for_event(*, event: AuditEvent) -> list[WebhookDelivery]:
 def deliveries_enqueue(*, ids: list[int]) -> int:
     """Hand deliveries to the broker. A broker that is down is logged, not raised: the rows stay
     pending and beat's sweep (deliveries_requeue) queues them again later."""
-    from .tasks import deliver
-
     queued = 0
     options: dict[str, Any] = {"queue": settings.WEBHOOK_QUEUE} if settings.WEBHOOK_QUEUE else {}
     for delivery_id in ids:
         try:
-            deliver.apply_async(
+            dispatch.send(
+                dispatch.DELIVER,
                 args=(delivery_id,),
                 retry=True,
                 retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2},
@@ -365,11 +364,9 @@ def _record_attempt(
 
 
 def _enqueue_retry(delivery_id: int, delay: float) -> None:
-    from .tasks import deliver
-
     options: dict[str, Any] = {"queue": settings.WEBHOOK_QUEUE} if settings.WEBHOOK_QUEUE else {}
     try:
-        deliver.apply_async(args=(delivery_id,), countdown=delay, **options)
+        dispatch.send(dispatch.DELIVER, args=(delivery_id,), countdown=delay, **options)
     except Exception as exc:
         logger.warning(
             "webhook delivery %s: retry not queued (%s); the sweep will", delivery_id, exc

@@ -24,11 +24,11 @@ from hosts.state import fingerprint_drift
 
 from .. import lifecycle
 from ..choices import ApprovalDecision, ChangeStatus
+from ..dispatch import change_execute_on_commit
 from ..models import Approval, ChangeRequest
+from .locking import lock_in_status
 from .refusals import (
     ChangeRefused,
-    enqueue_on_commit,
-    lock_in_status,
     require_reason,
     require_role,
     stale,
@@ -151,7 +151,7 @@ def _grant(
                 "it has finished",
                 code="conflict",
             ) from exc
-        enqueue_on_commit(change)
+        change_execute_on_commit(change.pk)
     return change
 
 

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 
 from controlplane.accounts.roles import has_role
 from controlplane.audit import reasons
 from controlplane.refusals import Refused
 from hosts import services as host_services
-
-from ..models import ChangeRequest
-
-logger = logging.getLogger(__name__)
 
 
 class ChangeRefused(Refused):
@@ -73,38 +67,3 @@ def _adopted_fields(row: Any) -> list[str]:
     if current is not None and row.extra_args == current.extra_args:
         return ["extra_args"]
     return []
-
-
-def lock_in_status(change: ChangeRequest, expected: str) -> ChangeRequest:
-    """The change's row, locked for this transaction, if it is still in `expected`."""
-    locked = (
-        ChangeRequest.objects.select_for_update()
-        .select_related("host", "snapshot")
-        .get(pk=change.pk)
-    )
-    if locked.status != expected:
-        raise ChangeRefused(
-            f"change #{locked.pk} is {locked.get_status_display()}, not "
-            f"{ChangeRequest(status=expected).get_status_display()}",
-            code="conflict",
-        )
-    return locked
-
-
-def enqueue_on_commit(change: ChangeRequest) -> None:
-    from kombu.exceptions import OperationalError
-
-    from ..tasks import execute_change
-
-    change_id = change.pk
-
-    def send() -> None:
-        try:
-            execute_change.delay(change_id)
-        except OperationalError:
-            # The broker is down. The change is committed and stays queued: the recovery
-            # sweep sends it again once the broker answers (runner.queued_too_long). Raising
-            # here would answer the request that made the change with an error page.
-            logger.warning("change #%s is queued, but the broker did not take it", change_id)
-
-    transaction.on_commit(send)

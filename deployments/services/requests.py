@@ -16,10 +16,11 @@ from hosts.models import StateSnapshot
 
 from .. import kinds, lifecycle, policy, repair, revisions
 from ..choices import OPEN_STATUSES, ChangeStatus
+from ..dispatch import change_execute_on_commit
 from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
 from .approvals import change_params_digest
 from .preflight import Preflight, change_preflight, change_target_for
-from .refusals import ChangeRefused, enqueue_on_commit, require_reason, require_role, stale
+from .refusals import ChangeRefused, require_reason, require_role, stale
 
 
 def change_request_create(
@@ -94,7 +95,7 @@ def change_request_create(
         )  # fmt: skip
         _record_requested(change, user=user, target=target, checks=checks, age=age)
         if change.status == ChangeStatus.QUEUED:
-            enqueue_on_commit(change)
+            change_execute_on_commit(change.pk)
     return change
 
 

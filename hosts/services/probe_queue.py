@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kombu.exceptions import OperationalError
+
 from controlplane.audit import context as audit_context
 from controlplane.refusals import Refused
 
+from .. import dispatch
 from ..models import Host
 from .permissions import require_probe_permission
 
@@ -21,12 +24,9 @@ class QueueUnavailable(Refused):
 def probe_enqueue(*, host: Host, user: Any, integrity: bool = False) -> None:
     """Queue a "Probe now"; the snapshot arrives when a worker has run it."""
     require_probe_permission(user)
-    from kombu.exceptions import OperationalError
-
-    from ..tasks import probe_host
-
     try:
-        probe_host.apply_async(
+        dispatch.send(
+            dispatch.PROBE_HOST,
             kwargs={
                 "host_id": host.pk,
                 "trigger": "manual",

@@ -39,6 +39,7 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
+from .. import dispatch
 from ..models import Host
 from .probe_claims import hosts_claim_due_ids
 
@@ -161,8 +162,6 @@ def sweep_limit() -> int:
 
 def probe_sweep(*, now: datetime | None = None) -> int:
     """Claim the hosts due before the next sweep and queue their probes; how many hosts."""
-    from ..tasks import probe_batch
-
     now = now or timezone.now()
     claimed = hosts_claim_due_ids(
         now, lookahead_seconds=settings.PROBE_SWEEP_SECONDS, limit=sweep_limit()
@@ -174,5 +173,5 @@ def probe_sweep(*, now: datetime | None = None) -> int:
         options: dict[str, Any] = {"expires": max(interval, settings.PROBE_SWEEP_SECONDS)}
         if queue is not None:
             options["queue"] = queue
-        probe_batch.apply_async(kwargs={"host_ids": host_ids}, **options)
+        dispatch.send(dispatch.PROBE_BATCH, kwargs={"host_ids": host_ids}, **options)
     return len(claimed)

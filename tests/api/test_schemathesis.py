@@ -22,7 +22,7 @@ from schemathesis.checks import not_a_server_error
 from controlplane.api import services as token_services
 from controlplane.audit import services as audit
 from deployments import services as change_services
-from hosts.tasks import probe_host
+from hosts import dispatch
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def wsgi_app():
 @pytest.fixture
 def no_broker(monkeypatch):
     """A queued probe goes nowhere: the fuzzer must not feed a shared Redis."""
-    monkeypatch.setattr(probe_host, "apply_async", lambda *args, **kwargs: None)
+    monkeypatch.setattr(dispatch, "send", lambda *args, **kwargs: None)
 
 
 def pinned(operation, rows):

@@ -9,8 +9,8 @@ import pytest
 from kombu.exceptions import OperationalError
 
 from controlplane.audit.models import AuditEvent
+from hosts import dispatch
 from hosts.models import StateSnapshot
-from hosts.tasks import probe_host
 from tests import factories as f
 from tests.fleet import register
 
@@ -96,7 +96,7 @@ def test_queueing_when_the_broker_is_down_is_a_503(api_for, operator, host, monk
     def down(*args, **kwargs):
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(probe_host, "apply_async", down)
+    monkeypatch.setattr(dispatch, "send", down)
     response = api_for(operator).post(url() + "?async=1")
     assert response.status_code == 503
     assert response.json()["code"] == "queue_unavailable"
