@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from hosts.state import GpuState, HostState
 
-from .serving_plan import ServingPlan
+from .unit_files.serving_plan import ServingPlan
 
 MIB_PER_GIB = 1024
 # vLLM's default for --gpu-memory-utilization (the pinned vLLM 0.32's parser says 0.92:

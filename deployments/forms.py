@@ -9,9 +9,9 @@ from django.core.exceptions import ValidationError
 from django.http import QueryDict
 
 from . import kinds
-from .engine_flags import EngineArgRefused, carries_secret, check_extra_args
 from .models import BenchmarkProfile, ModelArtifact
-from .units import validate_environment
+from .unit_files.engine_flags import EngineArgRefused, carries_secret, check_extra_args
+from .unit_files.units import validate_environment
 
 
 class ChangeRequestForm(forms.Form):

@@ -15,7 +15,7 @@ A running change explains only what it does: a fault it does not (a GPU error, a
 host, a failed unit, a unit file or a model of neither revision) keeps its own level, so such a
 host is degraded, unknown or failed while the change runs, not changing.
 
-deployments.services.health gathers the evidence and stores the verdict; every page, /metrics
+deployments.services.verdicts gathers the evidence and stores the verdict; every page, /metrics
 and the webhooks read the stored verdict, never recompute it.
 """
 
@@ -33,7 +33,7 @@ from hosts.state import HostState, IntegrityReport
 from .choices import ChangeStatus
 from .engine_faults import ServingUnit, engine_reasons, not_serving_reasons
 from .gpu_faults import gpu_fault_reasons
-from .serving_plan import ServingPlan
+from .unit_files.serving_plan import ServingPlan
 from .verdict_table import Reason
 
 __all__ = ["HealthVerdict", "HostEvidence", "Reason", "evaluate"]

@@ -23,9 +23,9 @@ from .choices import (
     Quantization,
     StepStatus,
 )
-from .engine_flags import validate_extra_args
-from .serving_plan import ServingPlan, plan_from_unit_text
-from .units import validate_environment
+from .unit_files.engine_flags import validate_extra_args
+from .unit_files.serving_plan import ServingPlan, plan_from_unit_text
+from .unit_files.units import validate_environment
 
 
 class ModelArtifact(models.Model):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from . import kinds, serving_plan
+from . import kinds
 from .revisions import ChangeTarget
+from .unit_files import serving_plan
 
 
 def approval_reasons(*, target: ChangeTarget) -> list[str]:

@@ -17,9 +17,9 @@ from django.db.models import Max
 
 from hosts.models import StateSnapshot
 
-from . import engine_flags, serving_plan, units
 from .choices import ChangeKind
 from .models import ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
+from .unit_files import engine_flags, serving_plan, units
 
 
 @dataclass(frozen=True)

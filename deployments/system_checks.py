@@ -7,8 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
-from .engine_flags import check_harmless_list
 from .kinds import KINDS
+from .unit_files.engine_flags import check_harmless_list
 
 
 def check_harmless_engine_flags(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

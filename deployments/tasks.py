@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers around deployments.runner."""
+"""Celery tasks: thin wrappers around deployments.execution.runner."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from celery import shared_task
 from controlplane.audit import context as audit_context
 from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 
-from . import dispatch, runner
+from . import dispatch
+from .execution import runner
 
 
 @shared_task(name=dispatch.EXECUTE_CHANGE, acks_late=True)

@@ -4,8 +4,7 @@ from django import forms
 from django.contrib import admin
 
 from controlplane.admin_readonly import ReadOnlyAdmin
-
-from .models import Credential, Host, StateSnapshot
+from hosts.models import Credential, Host, StateSnapshot
 
 
 class CredentialForm(forms.ModelForm):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from hosts import views
 
 app_name = "hosts"
 

@@ -1,8 +1,7 @@
 from django.contrib import admin
 
 from controlplane.admin_readonly import ReadOnlyAdmin
-
-from .models import AuditEvent, AuditVerification
+from controlplane.audit.models import AuditEvent, AuditVerification
 
 
 @admin.register(AuditEvent)

@@ -7,6 +7,6 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self) -> None:
-        from . import tracking
+        from controlplane.audit import tracking
 
         tracking.connect()

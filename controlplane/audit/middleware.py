@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from . import context
+from controlplane.audit import context
 
 
 class AuditRequestMiddleware:

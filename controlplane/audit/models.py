@@ -6,7 +6,7 @@ from typing import Any, NoReturn
 
 from django.db import models
 
-from .fields import CanonicalJSONField
+from controlplane.audit.fields import CanonicalJSONField
 
 
 class AuditLogIsAppendOnly(Exception):

@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from . import views
+from controlplane.monitoring import views
 
 app_name = "monitoring"
 

@@ -15,8 +15,7 @@ from django.views.decorators.http import require_safe
 from prometheus_client.exposition import choose_encoder
 
 from controlplane.accounts.roles import VIEWER, has_role
-
-from .collector import registry
+from controlplane.monitoring.collector import registry
 
 
 def _unauthorized(message: str) -> HttpResponse:

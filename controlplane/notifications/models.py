@@ -12,9 +12,8 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane import crypto
-
-from .choices import DeliveryStatus, EventType
-from .destinations import url_without_credentials
+from controlplane.notifications.choices import DeliveryStatus, EventType
+from controlplane.notifications.destinations import url_without_credentials
 
 validate_http_url = URLValidator(schemes=["http", "https"])
 

@@ -9,8 +9,7 @@ from django.dispatch import receiver
 
 from controlplane.audit.models import AuditEvent
 from controlplane.audit.signals import event_committed
-
-from . import events, services
+from controlplane.notifications import events, services
 
 logger = logging.getLogger(__name__)
 

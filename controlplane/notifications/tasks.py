@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from . import dispatch, services
+from controlplane.notifications import dispatch, services
 
 
 @shared_task(name=dispatch.DELIVER, acks_late=True)

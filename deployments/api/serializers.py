@@ -16,7 +16,6 @@ from deployments.choices import (
     ChangeStatus,
     StepStatus,
 )
-from deployments.engine_flags import EngineArgRefused, check_extra_args
 from deployments.models import (
     Approval,
     BenchmarkProfile,
@@ -26,6 +25,7 @@ from deployments.models import (
     JobStep,
     ModelArtifact,
 )
+from deployments.unit_files.engine_flags import EngineArgRefused, check_extra_args
 from hosts.models import StateSnapshot
 
 from .evaluations import EvaluationBriefSerializer, EvaluationSerializer

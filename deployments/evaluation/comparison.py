@@ -10,9 +10,9 @@ from typing import Any
 
 from django.conf import settings
 
-from .. import serving_plan
 from ..choices import EvaluationKind
 from ..models import Deployment, DeploymentRevision, Evaluation
+from ..unit_files import serving_plan
 from .selectors import revision_baseline
 
 

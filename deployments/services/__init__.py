@@ -2,7 +2,7 @@
 
 Every function here enforces its rules itself; views, the API and tasks only parse input and
 call them. Status changes go through deployments.lifecycle; execution lives in
-deployments.runner.
+deployments.execution.runner.
 """
 
 from .approvals import (
@@ -15,7 +15,6 @@ from .approvals import (
     change_request_reject,
     change_request_reject_allowed,
 )
-from .health import host_health_update, hosts_health_update
 from .integrity import IntegrityFinding, latest_integrity
 from .preflight import (
     ChangeCheck,
@@ -28,6 +27,7 @@ from .preflight import (
 )
 from .refusals import ChangeRefused
 from .requests import change_request_cancel, change_request_cancel_allowed, change_request_create
+from .verdicts import host_health_update, hosts_health_update
 
 __all__ = [
     "ChangeCheck",

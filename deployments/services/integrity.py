@@ -16,7 +16,7 @@ from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import IntegrityReport
 
-from .. import repair
+from .. import engine_repair
 from ..models import Deployment
 
 # How many of the newest integrity-checked snapshots to look through for the unit's report.
@@ -38,7 +38,7 @@ class IntegrityFinding:
     def describe(self) -> str:
         report = self.report
         engine = f"{report.dist} {report.version}" if report.dist else "the engine"
-        said = report.error or repair.differences(report)
+        said = report.error or engine_repair.differences(report)
         age = f"snapshot #{self.snapshot.pk}, {self.age_seconds():.0f} s ago"
         if report.clean:
             return f"{engine}: all {report.checked} files match its package ({age})"
@@ -57,7 +57,7 @@ def latest_integrity(
     if not_before is not None:
         checked = checked.filter(taken_at__gte=not_before.taken_at)
     for snapshot in checked.order_by("-taken_at", "-pk")[:RECENT]:
-        report = repair.integrity_report(snapshot.state(), deployment.unit)
+        report = engine_repair.integrity_report(snapshot.state(), deployment.unit)
         if report is not None:
             return IntegrityFinding(report, snapshot)
     return None

@@ -12,9 +12,10 @@ from hosts.choices import HostKeyStatus, SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import HostState
 
-from .. import engine_flags, fit, kinds, policy, revisions, units
+from .. import fit, kinds, policy, revisions
 from ..choices import ACTIVE_JOB_STATUSES
 from ..models import ChangeRequest, Deployment, ModelArtifact
+from ..unit_files import engine_flags, units
 from .integrity import IntegrityFinding, latest_integrity, repair_basis
 from .refusals import ChangeRefused, require_stored_rows_valid
 

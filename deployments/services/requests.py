@@ -14,7 +14,7 @@ from hosts import services as host_services
 from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
-from .. import kinds, lifecycle, policy, repair, revisions
+from .. import engine_repair, kinds, lifecycle, policy, revisions
 from ..choices import OPEN_STATUSES, ChangeStatus
 from ..dispatch import change_execute_on_commit
 from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
@@ -199,7 +199,7 @@ def _params(
         }
     if kinds.spec(kind).reinstalls_engine:  # pre-flight made sure this check may back it
         params["engine_package"] = {
-            **repair.package_of(found.report, deployment.engine_package_source),
+            **engine_repair.package_of(found.report, deployment.engine_package_source),
             "integrity_snapshot": found.snapshot.pk,
         }
     return params

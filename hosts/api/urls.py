@@ -3,8 +3,7 @@
 from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
-
-from . import views
+from hosts.api import views
 
 urlpatterns: list[URLPattern] = [
     path("hosts/", endpoint(views.HostList), name="host-list"),

@@ -6,9 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controlplane.redaction import redact_text
-
-from ..state import Problem
-from .common import NO_OUTPUT, ParseError, Section, excerpt, first_line
+from hosts.parsers.common import NO_OUTPUT, ParseError, Section, excerpt, first_line
+from hosts.state import Problem
 
 
 class Collector:

@@ -8,7 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..commands import HTTP_MARK
+from hosts.commands import HTTP_MARK
+
 from .common import (
     HttpResult,
     ParseError,

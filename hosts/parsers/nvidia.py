@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..commands import GPU_FIELDS
+from hosts.commands import GPU_FIELDS
+
 from ..state import (
     ComputeApp,
     GpuState,

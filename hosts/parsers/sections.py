@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..commands import MARK_BEGIN, MARK_END
+from hosts.commands import MARK_BEGIN, MARK_END
+
 from .common import (
     Section,
 )

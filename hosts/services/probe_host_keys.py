@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-
-from ..choices import HostKeyStatus, SnapshotStatus
-from ..models import Host, StateSnapshot
-from ..probe import ProbeOutcome
+from hosts.choices import HostKeyStatus, SnapshotStatus
+from hosts.models import Host, StateSnapshot
+from hosts.probe import ProbeOutcome
 
 
 def presented_key_record(host: Host, outcome: ProbeOutcome, snapshot: StateSnapshot) -> None:

@@ -1,6 +1,6 @@
 """Extra engine arguments through the API: values the engine would refuse are a 400 naming the
 flag and what the engine accepts, `--flag value` reads as `--flag=value`, and no answer shows a
-secret back (deployments.engine_flags; the other entry points in
+secret back (deployments.unit_files.engine_flags; the other entry points in
 tests/deployments/test_engine_flag_values.py)."""
 
 from __future__ import annotations

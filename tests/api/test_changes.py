@@ -17,8 +17,7 @@ from controlplane.audit.models import AuditEvent
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest, JobStep
 from tests import factories as f
-
-from .conftest import refusal
+from tests.api.conftest import refusal
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,7 @@ from controlplane.audit import context, selectors, services
 from controlplane.audit.chain import GENESIS_HASH, canonical_json
 from controlplane.audit.models import AuditEvent
 from hosts.models import Host, StateSnapshot
-
-from .conftest import make_events, tamper
+from tests.audit.conftest import make_events, tamper
 
 
 @pytest.fixture

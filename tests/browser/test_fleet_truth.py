@@ -11,8 +11,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
+from deployments.execution import runner
 from deployments.models import ChangeRequest, Deployment, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host

@@ -55,8 +55,8 @@ pytestmark = [
     pytest.mark.xdist_group("worker_killed"),
 ]
 
-# The steps of a model swap, in the order the runner takes them (deployments.runner, .plan,
-# .verification). A complete swap in this module checks the list is still the runner's.
+# The steps of a model swap, in the order the runner takes them (deployments.execution.runner,
+# .plan, .verification). A complete swap in this module checks the list is still the runner's.
 SWAP_STEPS = [
     "check the snapshot is still fresh",
     "check the approval",

@@ -12,14 +12,14 @@ from django.urls import reverse
 
 from controlplane.redaction import looks_secret
 from deployments import services
-from deployments.engine_flags import (
+from deployments.forms import ChangeRequestForm
+from deployments.models import ChangeRequest, Deployment
+from deployments.unit_files.engine_flags import (
     VALUES,
     EngineArgRefused,
     check_extra_args,
     normalise_extra_args,
 )
-from deployments.forms import ChangeRequestForm
-from deployments.models import ChangeRequest, Deployment
 from tests import factories as f
 
 # (extra arguments as `--flag=value`, the refusal's words)

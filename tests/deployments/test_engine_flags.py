@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from deployments.engine_flags import EngineArgRefused, check_harmless_list, normalise_extra_args
-from deployments.serving_plan import plan_changes, plan_from_argv, plan_from_unit_text
+from deployments.unit_files.engine_flags import (
+    EngineArgRefused,
+    check_harmless_list,
+    normalise_extra_args,
+)
+from deployments.unit_files.serving_plan import plan_changes, plan_from_argv, plan_from_unit_text
 
 KIMI = "/models/moonshotai/Kimi-K2.5-NVFP4"
 RENDERED = [

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from deployments import engine_flags as ef
 from deployments import fit
-from deployments.serving_plan import plan_changes, plan_from_argv
+from deployments.unit_files import engine_flags as ef
+from deployments.unit_files.serving_plan import plan_changes, plan_from_argv
 from hosts.state import HostState
 from tests import factories as f
 

@@ -17,9 +17,9 @@ import shlex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deployments import units
-from deployments.engine_flags import KNOWN, EngineArgRefused, normalise_extra_args
-from deployments.serving_plan import plan_from_argv
+from deployments.unit_files import units
+from deployments.unit_files.engine_flags import KNOWN, EngineArgRefused, normalise_extra_args
+from deployments.unit_files.serving_plan import plan_from_argv
 from simulator.state import parse_vllm_argv
 
 MODEL = "/models/moonshotai/Kimi-K2.5-NVFP4"

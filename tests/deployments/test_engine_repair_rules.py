@@ -118,7 +118,7 @@ def test_a_busy_and_patched_server_names_both_acknowledgements(operator, deploym
 
 
 def test_another_engine_version_at_execution_is_drift(operator, approver, deployment, host):
-    from deployments.drift import execution_drift
+    from deployments.execution.drift import execution_drift
 
     decided = f.make_integrity_snapshot(host, modified=(PATCHED,), version="0.11.1")
     change = request(operator, deployment, decided)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from controlplane.audit.models import AuditEvent
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
+from deployments.execution import runner
 from hosts import services as host_services
 from hosts.models import Host
 

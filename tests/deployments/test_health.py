@@ -15,7 +15,7 @@ from controlplane.notifications.events import notifications_for
 from deployments import health, services
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
-from deployments.serving_plan import plan_from_argv
+from deployments.unit_files.serving_plan import plan_from_argv
 from hosts.models import Host, HostHealth
 from hosts.probe import ProbeOutcome
 from hosts.services import snapshot_record
@@ -350,7 +350,7 @@ def test_a_change_that_ends_while_a_round_decides_is_not_overwritten_by_changing
     verdict before the round stores its: the round decides again with the job ended, instead of
     storing a `changing` that would stand until the next probe."""
     from deployments import lifecycle
-    from deployments.services import health as store
+    from deployments.services import verdicts as store
 
     host = deployed.host
     healthy = f.parsed_state()

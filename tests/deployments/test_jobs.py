@@ -8,8 +8,9 @@ import uuid
 import pytest
 
 from controlplane.audit.models import AuditEvent
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ACTIVE_JOB_STATUSES, ChangeStatus
+from deployments.execution import runner
 from deployments.models import ChangeRequest, HostLease, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host, HostHealth

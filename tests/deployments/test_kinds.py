@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from deployments import kinds, plan, services
+from deployments import kinds, services
 from deployments.choices import ChangeKind, ChangeStatus
-from deployments.job import Job
+from deployments.execution import plan
+from deployments.execution.job import Job
 from deployments.models import ChangeRequest
 from deployments.system_checks import check_approval_required_kinds
 from tests import factories as f

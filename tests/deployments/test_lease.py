@@ -13,9 +13,10 @@ import pytest
 from django.db import connection, transaction
 
 from controlplane.audit.models import AuditEvent
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
-from deployments.lease import Lease, LeaseTaken
+from deployments.execution import runner
+from deployments.execution.lease import Lease, LeaseTaken
 from deployments.models import ChangeRequest, HostLease
 from hosts import services as host_services
 from tests.fleet import register

@@ -10,8 +10,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
+from deployments.execution import runner
 from deployments.models import Approval, ChangeRequest, HostLease
 from hosts import services as host_services
 from hosts.probe import ProbeOutcome

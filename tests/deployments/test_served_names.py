@@ -14,11 +14,12 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from deployments import services, units
+from deployments import services
 from deployments.choices import ChangeStatus
 from deployments.evaluation.coherence import request_for
 from deployments.models import ChangeRequest, CoherenceCheck, Evaluation, ModelArtifact
-from deployments.serving_plan import plan_from_unit_text
+from deployments.unit_files import units
+from deployments.unit_files.serving_plan import plan_from_unit_text
 from hosts import commands, engine_commands
 from simulator.state import parse_vllm_argv
 from tests import factories as f

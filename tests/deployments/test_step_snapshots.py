@@ -14,8 +14,9 @@ import pytest
 from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
+from deployments.execution import runner
 from deployments.models import ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host, StateSnapshot

@@ -23,8 +23,9 @@ import re
 
 import pytest
 
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus, EvaluationKind, EvaluationPhase
+from deployments.execution import runner
 from deployments.models import Evaluation, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host, StateSnapshot

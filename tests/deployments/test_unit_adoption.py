@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
+from deployments.execution import runner
 from deployments.models import Deployment, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host

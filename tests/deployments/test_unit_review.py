@@ -8,11 +8,12 @@ import hashlib
 
 import pytest
 
-from deployments import revisions, services, units
+from deployments import revisions, services
 from deployments.choices import ChangeStatus
 from deployments.evaluation import comparison
 from deployments.models import ChangeRequest, Deployment
-from deployments.serving_plan import unit_differences
+from deployments.unit_files import units
+from deployments.unit_files.serving_plan import unit_differences
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -267,7 +268,7 @@ def test_a_unit_the_control_plane_wrote_from_an_adopted_json_flag_can_be_changed
 ):
     """The adopted flags become the deployment's once a change succeeds; a JSON value there is
     what the host ran, not something typed, and must not refuse every later change."""
-    from deployments import runner
+    from deployments.execution import runner
 
     host, deployment = hand_written
     text = HAND_WRITTEN.replace(

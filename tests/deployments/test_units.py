@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from deployments import units
+from deployments.unit_files import units
 from hosts.commands import UnsafeCommand
 
 HAND_WRITTEN = """\

@@ -7,8 +7,8 @@ import shlex
 import pytest
 from django.core.exceptions import ValidationError
 
-from deployments import units
 from deployments.models import Deployment, ModelArtifact
+from deployments.unit_files import units
 from hosts import commands, probe_sections, validators
 
 HOSTILE = [

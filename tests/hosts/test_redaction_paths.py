@@ -165,8 +165,8 @@ def test_a_change_steps_host_output_is_kept_redacted(db) -> None:
     """A job step keeps what the host printed (a failed start's journal): redacted, in its row
     and so on the change page and in the API."""
     from controlplane.clock import Clock
+    from deployments.execution.steps import StepJournal
     from deployments.models import ChangeRequest, JobStep
-    from deployments.steps import StepJournal
     from tests import factories as f
 
     deployment = f.make_deployment(f.make_host("gpu-01"), f.make_catalog()["NVFP4"])

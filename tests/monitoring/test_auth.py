@@ -9,8 +9,7 @@ from prometheus_client.openmetrics.parser import (
 )
 
 from tests import factories as f
-
-from .conftest import TOKEN
+from tests.monitoring.conftest import TOKEN
 
 pytestmark = pytest.mark.django_db
 

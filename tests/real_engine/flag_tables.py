@@ -126,7 +126,7 @@ def _is_negation(name: str, option: dict[str, Any]) -> bool:
 def project_tables() -> tuple[list[str], list[str]]:
     """The product's known flags and the simulator's long flags, imported from the project.
     engine_flags imports Django's ValidationError only, so no settings are needed."""
-    from deployments import engine_flags
+    from deployments.unit_files import engine_flags
     from simulator.vllm_cli import flags
 
     return list(engine_flags.KNOWN), list(flags.LONG_FLAGS)

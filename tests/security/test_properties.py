@@ -35,10 +35,10 @@ from hypothesis import strategies as st
 
 from controlplane.audit.reasons import validate_reason
 from controlplane.notifications.models import validate_event_types, validate_http_url
-from deployments import units
-from deployments.engine_flags import validate_extra_args
 from deployments.evaluation.models import validate_levels, validate_messages, validate_prompts
 from deployments.models import BenchmarkProfile, CoherenceCheck, Deployment, ModelArtifact
+from deployments.unit_files import units
+from deployments.unit_files.engine_flags import validate_extra_args
 from hosts import commands, engine_commands, probe_sections, validators
 from hosts.models import Host
 from hosts.services import command_line_for, host_run

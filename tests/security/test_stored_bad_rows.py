@@ -73,7 +73,8 @@ def test_the_pages_answer_4xx_naming_the_field(bad, operator, client):
 
 def test_a_rollback_to_a_model_whose_stored_row_fails_today_is_refused(operator, approver):
     """The model a rollback goes back to is checked like the one a swap goes to."""
-    from deployments import runner, services
+    from deployments import services
+    from deployments.execution import runner
 
     catalog = f.make_catalog()
     deployment = f.make_deployment(f.make_host("gpu-01"), catalog["NVFP4"])

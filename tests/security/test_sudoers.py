@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from deployments import runner, services
+from deployments import services
 from deployments.choices import ChangeStatus
+from deployments.execution import runner
 from deployments.models import Deployment, ModelArtifact
 from hosts import services as host_services
 from hosts import sudoers

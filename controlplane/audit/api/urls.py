@@ -3,8 +3,7 @@
 from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
-
-from . import views
+from controlplane.audit.api import views
 
 urlpatterns: list[URLPattern] = [
     path("audit/events/", endpoint(views.AuditEventList), name="audit-event-list"),

@@ -7,11 +7,11 @@ from controlplane.audit.actions import AuditAction
 from hosts import commands
 from hosts.ssh import SSHFailure
 
-from . import kinds, repair, revisions, verification
-from .choices import ChangeStatus, CheckOutcome, EvaluationPhase
-from .evaluation import runs
+from .. import kinds, revisions
+from ..choices import ChangeStatus, CheckOutcome, EvaluationPhase
+from ..models import DeploymentRevision, Evaluation
+from . import evaluations, repair, verification
 from .job import Job
-from .models import DeploymentRevision, Evaluation
 from .outcomes import JobEnded, VerificationFailed
 
 
@@ -67,7 +67,7 @@ def restore(job: Job, why: str) -> None:
         write_revision(job, previous)
         systemctl(job, "restart")
         verification.wait_healthy(job)
-        suite = runs.coherence_run(job, previous, EvaluationPhase.RESTORE)
+        suite = evaluations.coherence_run(job, previous, EvaluationPhase.RESTORE)
         verification.verify_after(job, previous)
     except (VerificationFailed, SSHFailure) as exc:
         raise JobEnded(

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 from controlplane.clock import SYSTEM_CLOCK, Clock
 
+from ..choices import ChangeStatus
+from ..models import ChangeRequest, Evaluation, JobStep
 from . import lease as leases
-from .choices import ChangeStatus
-from .models import ChangeRequest, Evaluation, JobStep
 from .outcomes import JobEnded
-from .remote import HostShell
+from .shell import HostShell
 from .steps import StepJournal
 
 

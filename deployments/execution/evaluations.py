@@ -3,8 +3,9 @@
 Every request is one command through the job's HostShell (fenced by the lease, renewed while it
 runs) and ends within JOB_COMMAND_TIMEOUT_SECONDS: curl's own limit for a check, the client's
 --timeout for a benchmark level. Each run is an Evaluation row, opened when it starts and
-closed however it ends. A run reports what it found; the caller (deployments.verification, the
-runner's baseline) decides what a failure means for the change.
+closed however it ends. A run reports what it found; the caller
+(deployments.execution.verification, the runner's baseline) decides what a failure means for
+the change.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from hosts.commands import UnsafeCommand
 from hosts.ssh import SSHFailure
 
 from ..choices import CheckKind, CheckOutcome, EvaluationKind, EvaluationPhase
+from ..evaluation import benchmark, coherence, selectors
 from ..host_scripts import serving_bench_source
-from ..job import Job
 from ..models import CoherenceCheck, DeploymentRevision, Evaluation, JobStep
-from . import benchmark, coherence, selectors
+from .job import Job
 
 PHASE_PREFIX: dict[str, str] = {
     EvaluationPhase.BASELINE: "baseline: ",

@@ -16,8 +16,8 @@ from controlplane.clock import Clock
 from controlplane.redaction import redact_text
 from hosts.models import StateSnapshot
 
-from .choices import ChangeStatus, StepStatus
-from .models import ChangeRequest, JobStep
+from ..choices import ChangeStatus, StepStatus
+from ..models import ChangeRequest, JobStep
 from .outcomes import JobEnded
 
 MAX_OUTPUT_CHARS = 32 * 1024
@@ -104,7 +104,7 @@ def steps_close_unfinished(
     away while it recorded the step), and say what they sent, for the audit event that ends the
     job: a step's audit event is written when it ends, so without this the commands of the step
     a job died in would be in no event. Each command line is written to its step before it is
-    sent (deployments.remote), so the last one listed may not have reached the host."""
+    sent (deployments.execution.shell), so the last one listed may not have reached the host."""
     unfinished = list(
         JobStep.objects.select_for_update()
         .filter(change=change, status=StepStatus.RUNNING)

@@ -15,7 +15,7 @@ from django.db.models import F, Q
 
 from controlplane.clock import SYSTEM_CLOCK, Clock
 
-from .models import ChangeRequest, HostLease
+from ..models import ChangeRequest, HostLease
 
 
 class LeaseLost(Exception):

@@ -1,6 +1,6 @@
 """Did the change work? Waiting for the service, the coherence suite, the serving benchmark
 and the post-change snapshot, each a logged step of the job (the suite and the benchmark run in
-deployments.evaluation.runs)."""
+deployments.execution.evaluations)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from django.conf import settings
 from hosts import commands, parsers
 from hosts.models import StateSnapshot
 
-from . import kinds
-from .choices import CheckOutcome, EvaluationPhase
-from .evaluation import benchmark, runs
+from .. import kinds
+from ..choices import CheckOutcome, EvaluationPhase
+from ..evaluation import benchmark
+from ..models import ChangeRequest, DeploymentRevision, Evaluation
+from . import evaluations
 from .job import Job
-from .models import ChangeRequest, DeploymentRevision, Evaluation
 from .outcomes import VerificationFailed
 from .steps import MAX_OUTPUT_CHARS
 
@@ -54,7 +55,7 @@ def wait_healthy(job: Job) -> None:
 
 def coherent(job: Job, revision: DeploymentRevision, phase: str) -> Evaluation:
     """The model's coherence suite on what serves now; a failing suite fails verification."""
-    suite = runs.coherence_run(job, revision, phase)
+    suite = evaluations.coherence_run(job, revision, phase)
     if not suite.passed:
         raise VerificationFailed(f"incoherent: the coherence suite {suite.summary}")
     return suite
@@ -67,7 +68,7 @@ def measure(job: Job, revision: DeploymentRevision, phase: str) -> Evaluation | 
     definition = benchmark.definition_of(job.change.params)
     if definition is None:
         return None
-    return runs.benchmark_run(job, revision, phase, definition)
+    return evaluations.benchmark_run(job, revision, phase, definition)
 
 
 def baseline(job: Job, before: StateSnapshot) -> None:
@@ -80,7 +81,7 @@ def baseline(job: Job, before: StateSnapshot) -> None:
     serving = state.unit_state(unit).active_state == "active" and state.server(unit).healthy
     if not kinds.spec(change.kind).serves or revision is None or not serving:
         return
-    job.baseline = runs.coherence_run(job, revision, EvaluationPhase.BASELINE)
+    job.baseline = evaluations.coherence_run(job, revision, EvaluationPhase.BASELINE)
     measure(job, revision, EvaluationPhase.BASELINE)
 
 

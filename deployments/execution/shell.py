@@ -16,8 +16,8 @@ from hosts.models import Host, StateSnapshot
 from hosts.ssh import CommandResult
 from hosts.state import UnitState
 
+from ..models import JobStep
 from . import lease as leases
-from .models import JobStep
 from .outcomes import VerificationFailed
 from .steps import MAX_OUTPUT_CHARS
 

@@ -10,38 +10,12 @@ keeps the code it loaded until it restarts, which is why the restart follows.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hosts import commands, engine_commands, parsers
-from hosts.state import HostState, IntegrityReport
 
+from ..engine_repair import differences
 from .job import Job
 from .outcomes import VerificationFailed
-from .remote import longest_command
-
-
-def integrity_report(state: HostState, unit: str) -> IntegrityReport | None:
-    """The engine integrity check a snapshot holds for `unit`'s engine, if it ran one."""
-    dep = state.deployments.get(unit)
-    return dep.integrity if dep is not None else None
-
-
-def package_of(report: IntegrityReport, source: str) -> dict[str, Any]:
-    """What a repair reinstalls, as stored in the change (approvals bind to it)."""
-    return {"dist": report.dist, "version": report.version, "source": source}
-
-
-def differences(report: IntegrityReport) -> str:
-    parts = [
-        f"{len(files)} {label} ({', '.join(files[:3])})"
-        for label, files in (
-            ("modified", report.modified),
-            ("missing", report.missing),
-            ("added", report.added),
-        )
-        if files
-    ]
-    return "; ".join(parts) or "no difference"
+from .shell import longest_command
 
 
 def reinstall(job: Job) -> None:

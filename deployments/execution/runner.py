@@ -27,13 +27,14 @@ from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.ssh import SSHFailure
 
-from . import kinds, lifecycle, plan, services, verification
+from .. import kinds, lifecycle, services
+from ..choices import ApprovalLapse, ChangeStatus
+from ..models import ChangeRequest, Deployment
 from . import lease as leases
-from .choices import ApprovalLapse, ChangeStatus
+from . import plan, verification
 from .drift import execution_drift
 from .job import Job
 from .lease import LeaseLost
-from .models import ChangeRequest, Deployment
 from .outcomes import JobEnded, VerificationFailed
 from .steps import steps_close_unfinished
 

@@ -16,8 +16,8 @@ from hosts.models import StateSnapshot
 from hosts.probe_sections import unknown_fingerprint_fields
 from hosts.state import fingerprint_drift
 
-from . import fit, kinds, repair
-from .models import ChangeRequest
+from .. import engine_repair, fit, kinds
+from ..models import ChangeRequest
 
 
 def execution_drift(
@@ -80,7 +80,7 @@ def _engine_version_drift(change: ChangeRequest, current: StateSnapshot) -> list
     engine installed now is another (or cannot be read), that is not what was approved."""
     package = (change.params or {}).get("engine_package") or {}
     decided = f"{package.get('dist')}=={package.get('version')}"
-    report = repair.integrity_report(current.state(), change.deployment.unit)
+    report = engine_repair.integrity_report(current.state(), change.deployment.unit)
     found = (
         f"{report.dist}=={report.version}"
         if report is not None and report.version
