@@ -110,6 +110,53 @@ class ChangeRequestForm(forms.Form):
             raise ValidationError(exc.messages) from exc
         return env
 
+    # The fields the pre-flight weighs, as the request does (services.change_check); the
+    # others (the reason, the benchmark) do not change it.
+    PREFLIGHT_FIELDS = (
+        "model",
+        "tensor_parallel_size",
+        "max_model_len",
+        "extra_args",
+        "environment",
+        "acknowledge_busy",
+        "acknowledge_integrity",
+    )
+
+    def preflight_arguments(self) -> tuple[dict[str, Any], str | None]:
+        """The pre-flight's arguments as the form parses them, or the first field's error: what
+        is typed so far, whether or not the rest of the form (the reason) is filled in yet."""
+        if not self.is_bound:
+            return {}, None
+        self.is_valid()
+        arguments: dict[str, Any] = {}
+        for name in self.PREFLIGHT_FIELDS:
+            if name not in self.fields:
+                continue
+            if name in self.errors and self.data.get(name) not in (None, ""):
+                label = self.fields[name].label or name.replace("_", " ")
+                return {}, f"{label}: {' '.join(str(e) for e in self.errors[name])}"
+            value = self.cleaned_data.get(name)
+            if value not in (None, ""):
+                arguments[name] = value
+        return arguments, None
+
+    def request_arguments(self) -> dict[str, Any]:
+        """The valid form as services.change_request_create's keyword arguments (but the
+        snapshot, which the view looks up)."""
+        data = self.cleaned_data
+        return {
+            "reason": data["reason"],
+            "model": data.get("model"),
+            "tensor_parallel_size": data.get("tensor_parallel_size"),
+            "max_model_len": data.get("max_model_len"),
+            "extra_args": data.get("extra_args"),
+            "environment": data.get("environment"),
+            "acknowledge_busy": data.get("acknowledge_busy", False),
+            "acknowledge_unknown": data.get("acknowledge_unknown", False),
+            "acknowledge_integrity": data.get("acknowledge_integrity", False),
+            "benchmark_profile": data.get("benchmark_profile"),
+        }
+
 
 class DecisionForm(forms.Form):
     snapshot_id = forms.IntegerField(widget=forms.HiddenInput, required=False)

@@ -1,8 +1,9 @@
-"""Change forms, the change page with live steps, approvals queue and decisions."""
+"""Change forms, the change page with live steps, approvals queue and decisions. Thin: each
+view parses, calls a service and renders what the services say (services.change_form)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import messages
@@ -13,10 +14,8 @@ from django_htmx.http import HttpResponseStopPolling
 
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import OPERATOR, VIEWER
-from controlplane.audit.models import AuditEvent
+from controlplane.audit.selectors import events_of_correlation
 from hosts import selectors as host_selectors
-from hosts import services as host_services
-from hosts.choices import SnapshotStatus
 from hosts.models import StateSnapshot
 
 from . import kinds, selectors, services
@@ -24,113 +23,34 @@ from .choices import FINAL_STATUSES, ChangeStatus
 from .evaluation import comparison
 from .evaluation import selectors as eval_selectors
 from .forms import ChangeRequestForm, DecisionForm
-from .models import ChangeRequest, Deployment, ModelArtifact
+from .models import ChangeRequest, Deployment
+from .services import change_form as page
 
 
-def _snapshot_context(
-    host: Any, snapshot: StateSnapshot | None, *, allow_partial: bool = False
-) -> dict[str, Any]:
-    """The snapshot a decision is made on, and whether the rules let it back one (the view
-    mirrors hosts.services.snapshot_require_fresh; the service decides)."""
-    refusal = None
-    if snapshot is None:
-        refusal = "This host has never been probed."
-    else:
-        try:
-            host_services.snapshot_require_fresh(
-                snapshot=snapshot, host=host, allow_partial=allow_partial
-            )
-        except host_services.SnapshotNotUsable as exc:
-            refusal = exc.message
-    partial = snapshot is not None and snapshot.status == SnapshotStatus.PARTIAL
-    return {
-        "snapshot": snapshot,
-        "summary": host_selectors.snapshot_summary(snapshot),
-        "refusal": refusal,
-        "unknown": host_services.unknown_facts(snapshot) if snapshot and partial else [],
-        "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
-    }
-
-
-# The form's fields the pre-flight weighs, as the request does (deployments.services
-# .change_check); the others (the reason, the benchmark) do not change it.
-PREFLIGHT_FIELDS = (
-    "model",
-    "tensor_parallel_size",
-    "max_model_len",
-    "extra_args",
-    "environment",
-    "acknowledge_busy",
-    "acknowledge_integrity",
-)
-
-
-def _preflight_arguments(form: ChangeRequestForm) -> tuple[dict[str, Any], str | None]:
-    """The pre-flight's arguments as the form parses them, or the first field's error: what is
-    typed so far, whether or not the rest of the form (the reason) is filled in yet."""
-    if not form.is_bound:
-        return {}, None
-    form.is_valid()
-    arguments: dict[str, Any] = {}
-    for name in PREFLIGHT_FIELDS:
-        if name not in form.fields:
-            continue
-        if name in form.errors and form.data.get(name) not in (None, ""):
-            label = form.fields[name].label or name.replace("_", " ")
-            return {}, f"{label}: {' '.join(str(e) for e in form.errors[name])}"
-        value = form.cleaned_data.get(name)
-        if value not in (None, ""):
-            arguments[name] = value
-    return arguments, None
-
-
-def _form_context(
-    deployment: Deployment, kind: str, form: ChangeRequestForm, snapshot: StateSnapshot | None
-) -> dict[str, Any]:
-    declared = kinds.spec(kind)
-    context = _snapshot_context(
-        deployment.host, snapshot, allow_partial=declared.partial_snapshot_ok
-    )
-    arguments, field_error = _preflight_arguments(form)
-    model = arguments.get("model") if declared.takes_model else None
-    check = services.ChangeCheck(target_error=field_error)
-    # A swap's pre-flight is about the model it swaps to: none until one is picked.
-    if field_error is None and (not declared.takes_model or model is not None):
-        check = services.change_check(
-            deployment=deployment, kind=kind, snapshot=snapshot, **arguments
-        )
-    target = check.target
-    context.update(
+def _form_page(
+    request: HttpRequest,
+    deployment: Deployment,
+    kind: str,
+    form: ChangeRequestForm,
+    snapshot: StateSnapshot | None,
+    *,
+    template: str = "deployments/change_form.html",
+    status: int = 200,
+    refusal: services.ChangeRefused | None = None,
+) -> HttpResponse:
+    arguments, field_error = form.preflight_arguments()
+    facts = page.change_form_facts(
         deployment=deployment,
-        host=deployment.host,
         kind=kind,
-        kind_label=declared.label,
-        kind_spec=declared,
-        form=form,
-        preflight=check.preflight,
-        pick_model=declared.takes_model and model is None and field_error is None,
-        needs_approval=bool(check.approval_because),
-        approval_because=check.approval_because,
-        target=target,
-        target_error=check.target_error,
-        rollback_target=target.revision if target is not None else None,
-        models=ModelArtifact.objects.all(),
+        snapshot=snapshot,
+        arguments=arguments,
+        field_error=field_error,
     )
-    return context
-
-
-def _shown_already(context: dict[str, Any], refusal: services.ChangeRefused) -> bool:
-    """A refusal the page already shows (the snapshot card, the pre-flight card, or the
-    acknowledgement the pre-flight asks for) is not repeated above the form."""
-    if refusal.details.get("needs_acknowledgement") or refusal.details.get(
-        "needs_integrity_acknowledgement"
-    ):
-        return context.get("preflight") is not None
-    shown = [context.get("target_error"), context.get("refusal")]
-    preflight = context.get("preflight")
-    if preflight is not None:
-        shown += [*preflight.problems, "; ".join(preflight.problems)]
-    return refusal.message in shown
+    if refusal is not None:
+        if not page.refusal_shown(facts, refusal):
+            form.add_error(None, refusal.message)
+        facts["not_requested"] = True
+    return render(request, template, {**facts, "form": form}, status=status)
 
 
 def _deployment(pk: int, kind: str) -> Deployment:
@@ -146,54 +66,31 @@ def _deployment(pk: int, kind: str) -> Deployment:
 def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     deployment = _deployment(pk, kind)
     snapshot = host_selectors.latest_snapshot(deployment.host)
-    if request.method == "POST":
-        form = ChangeRequestForm(request.POST, kind=kind)
-        if form.is_valid():
-            data = form.cleaned_data
-            chosen = StateSnapshot.objects.filter(pk=data["snapshot_id"]).first()
-            if chosen is None:
-                form.add_error(None, "That snapshot does not exist.")
-            else:
-                try:
-                    change = services.change_request_create(
-                        user=request.user,
-                        deployment=deployment,
-                        kind=kind,
-                        snapshot=chosen,
-                        reason=data["reason"],
-                        model=data.get("model"),
-                        tensor_parallel_size=data.get("tensor_parallel_size"),
-                        max_model_len=data.get("max_model_len"),
-                        extra_args=data.get("extra_args"),
-                        environment=data.get("environment"),
-                        acknowledge_busy=data.get("acknowledge_busy", False),
-                        acknowledge_unknown=data.get("acknowledge_unknown", False),
-                        acknowledge_integrity=data.get("acknowledge_integrity", False),
-                        benchmark_profile=data.get("benchmark_profile"),
-                    )
-                except services.ChangeRefused as exc:
-                    context = _form_context(deployment, kind, form, snapshot)
-                    if not _shown_already(context, exc):
-                        form.add_error(None, exc.message)
-                    context["not_requested"] = True
-                    return render(
-                        request,
-                        "deployments/change_form.html",
-                        context,
-                        status=exc.http_status,
-                    )
-                messages.success(request, f"Change #{change.pk} requested.")
-                return redirect("deployments:change", pk=change.pk)
-        return render(
-            request,
-            "deployments/change_form.html",
-            _form_context(deployment, kind, form, snapshot),
-            status=400,
+    if request.method != "POST":
+        initial = {"snapshot_id": snapshot.pk if snapshot else None}
+        form = ChangeRequestForm(initial=initial, kind=kind)
+        return _form_page(request, deployment, kind, form, snapshot)
+    form = ChangeRequestForm(request.POST, kind=kind)
+    if not form.is_valid():
+        return _form_page(request, deployment, kind, form, snapshot, status=400)
+    chosen = StateSnapshot.objects.filter(pk=form.cleaned_data["snapshot_id"]).first()
+    if chosen is None:
+        form.add_error(None, "That snapshot does not exist.")
+        return _form_page(request, deployment, kind, form, snapshot, status=400)
+    try:
+        change = services.change_request_create(
+            user=request.user,
+            deployment=deployment,
+            kind=kind,
+            snapshot=chosen,
+            **form.request_arguments(),
         )
-    form = ChangeRequestForm(initial={"snapshot_id": snapshot.pk if snapshot else None}, kind=kind)
-    return render(
-        request, "deployments/change_form.html", _form_context(deployment, kind, form, snapshot)
-    )
+    except services.ChangeRefused as exc:
+        return _form_page(
+            request, deployment, kind, form, snapshot, status=exc.http_status, refusal=exc
+        )
+    messages.success(request, f"Change #{change.pk} requested.")
+    return redirect("deployments:change", pk=change.pk)
 
 
 @require_POST
@@ -211,10 +108,8 @@ def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
         if named.isdigit() and len(named) < 19
         else None
     ) or host_selectors.latest_snapshot(deployment.host)
-    return render(
-        request,
-        "deployments/change_form.html#preflight",
-        _form_context(deployment, kind, form, snapshot),
+    return _form_page(
+        request, deployment, kind, form, snapshot, template="deployments/change_form.html#preflight"
     )
 
 
@@ -231,9 +126,7 @@ def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "steps": change.steps.all(),
         "finished": finished,
         "approvals": change.approvals.select_related("snapshot"),
-        "events": AuditEvent.objects.filter(correlation_id=change.correlation_id).order_by("seq")
-        if change.correlation_id
-        else [],
+        "events": events_of_correlation(change.correlation_id),
         "before": host_selectors.snapshot_summary(change.before_snapshot or change.snapshot),
         "after": host_selectors.snapshot_summary(change.after_snapshot),
         "failure": host_selectors.snapshot_summary(change.failure_snapshot),
@@ -241,27 +134,14 @@ def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "evaluations": eval_selectors.change_evaluations(change.pk),
     }
     if change.status == ChangeStatus.PENDING_APPROVAL:
-        context.update(_review_context(change))
+        review = page.change_review_facts(change)
+        latest = review.pop("review_snapshot")
+        initial = {"snapshot_id": getattr(latest, "pk", None)}
+        context.update(review, decision_form=DecisionForm(initial=initial))
     if request.htmx and request.GET.get("fragment") == "live":  # type: ignore[attr-defined]
         response = render(request, "deployments/change_detail.html#live", context)
         return HttpResponseStopPolling(response.content) if finished else response
     return render(request, "deployments/change_detail.html", context)
-
-
-def _review_context(change: ChangeRequest) -> dict[str, Any]:
-    """What the approver decides on: the latest snapshot, the pre-flight re-checked on it, and
-    the unit file the change would write, as a diff against the one serving."""
-    latest = host_selectors.latest_snapshot(change.host)
-    review = _snapshot_context(change.host, latest, allow_partial=change.rests_on_partial)
-    if latest is not None:
-        review["preflight"] = services.change_review(change=change, snapshot=latest)
-    source, target = change.from_revision, change.target_revision
-    return {
-        "review": review,
-        "decision_form": DecisionForm(initial={"snapshot_id": getattr(latest, "pk", None)}),
-        "unit_diff": comparison.unit_diff(source, target) if source and target else [],
-        "unit_review": comparison.unit_review(source, target) if source and target else [],
-    }
 
 
 @require_safe
@@ -282,48 +162,31 @@ def _number(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() and len(value) < 10 else None
 
 
-# Who may decide at all, asked before the form is read: a 403 page with the rule's words.
-_ALLOWED = {
-    "approve": lambda user, change: services.change_request_approve_allowed(user=user),
-    "reject": lambda user, change: services.change_request_reject_allowed(user=user),
-    "break_glass": lambda user, change: services.change_request_break_glass_allowed(user=user),
-    "cancel": lambda user, change: services.change_request_cancel_allowed(change=change, user=user),
-}
+def _decision(request: HttpRequest, pk: int) -> tuple[ChangeRequest, DecisionForm]:
+    return (
+        get_object_or_404(ChangeRequest.objects.select_related("host"), pk=pk),
+        DecisionForm(request.POST),
+    )
 
 
-def _decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
-    change = get_object_or_404(ChangeRequest.objects.select_related("host"), pk=pk)
-    _ALLOWED[action](request.user, change)  # a ChangeRefused becomes 403 (RefusalMiddleware)
-    form = DecisionForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "The form was not valid.")
-        return redirect("deployments:change", pk=pk)
-    reason = form.cleaned_data.get("reason") or ""
+def _decision_snapshot(form: DecisionForm) -> StateSnapshot:
+    """The snapshot an approval rests on (the form names it), or a refusal to probe first."""
     snapshot = StateSnapshot.objects.filter(pk=form.cleaned_data.get("snapshot_id") or 0).first()
+    if snapshot is None:
+        raise services.ChangeRefused(
+            "Probe the host first: there is no snapshot to approve on.", code="stale"
+        )
+    return snapshot
+
+
+def _decided(request: HttpRequest, pk: int, decide: Callable[[], ChangeRequest]) -> HttpResponse:
+    """Run `decide()` (one service call) and say on the change page what became of it. A
+    forbidden decision is a 403 page with the rule's words (RefusalMiddleware)."""
     try:
-        if action in {"approve", "break_glass"} and snapshot is None:
-            raise services.ChangeRefused(
-                "Probe the host first: there is no snapshot to approve on.", code="stale"
-            )
-        if action == "approve":
-            assert snapshot is not None
-            change = services.change_request_approve(
-                change=change, approver=request.user, snapshot=snapshot, reason=reason
-            )
-        elif action == "break_glass":
-            assert snapshot is not None
-            change = services.change_request_break_glass(
-                change=change, admin=request.user, snapshot=snapshot, reason=reason
-            )
-        elif action == "reject":
-            change = services.change_request_reject(
-                change=change, approver=request.user, reason=reason
-            )
-        else:
-            change = services.change_request_cancel(change=change, user=request.user)
+        change = decide()
     except services.ChangeRefused as exc:
         if exc.code == "forbidden":
-            raise  # a 403 page with the rule's words (RefusalMiddleware), not a note on the change
+            raise
         messages.error(request, exc.message)
         return redirect("deployments:change", pk=pk)
     if change.status == ChangeStatus.DRIFTED:
@@ -333,28 +196,76 @@ def _decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     return redirect("deployments:change", pk=pk)
 
 
+def _invalid(request: HttpRequest, pk: int) -> HttpResponse:
+    messages.error(request, "The form was not valid.")
+    return redirect("deployments:change", pk=pk)
+
+
 @require_POST
 @role_required(VIEWER)
 def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "approve")
+    change, form = _decision(request, pk)
+    services.change_request_approve_allowed(user=request.user)
+    if not form.is_valid():
+        return _invalid(request, pk)
+
+    def decide() -> ChangeRequest:
+        return services.change_request_approve(
+            change=change,
+            approver=request.user,
+            snapshot=_decision_snapshot(form),
+            reason=form.cleaned_data.get("reason") or "",
+        )
+
+    return _decided(request, pk, decide)
 
 
 @require_POST
 @role_required(VIEWER)
 def change_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "reject")
+    change, form = _decision(request, pk)
+    services.change_request_reject_allowed(user=request.user)
+    if not form.is_valid():
+        return _invalid(request, pk)
+
+    def decide() -> ChangeRequest:
+        reason = form.cleaned_data.get("reason") or ""
+        return services.change_request_reject(change=change, approver=request.user, reason=reason)
+
+    return _decided(request, pk, decide)
 
 
 @require_POST
 @role_required(VIEWER)
 def change_break_glass(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "break_glass")
+    change, form = _decision(request, pk)
+    services.change_request_break_glass_allowed(user=request.user)
+    if not form.is_valid():
+        return _invalid(request, pk)
+
+    def decide() -> ChangeRequest:
+        return services.change_request_break_glass(
+            change=change,
+            admin=request.user,
+            snapshot=_decision_snapshot(form),
+            reason=form.cleaned_data.get("reason") or "",
+        )
+
+    return _decided(request, pk, decide)
 
 
 @require_POST
 @role_required(VIEWER)
 def change_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, "cancel")
+    change, form = _decision(request, pk)
+    services.change_request_cancel_allowed(change=change, user=request.user)
+    if not form.is_valid():
+        return _invalid(request, pk)
+
+    def decide() -> ChangeRequest:
+        return services.change_request_cancel(change=change, user=request.user)
+
+    return _decided(request, pk, decide)
 
 
 @require_safe

@@ -231,6 +231,13 @@ def event_data_rest(*, event: AuditEvent) -> str:
     return json.dumps(rest, indent=2, sort_keys=True, ensure_ascii=False) if rest else ""
 
 
+def events_of_correlation(correlation_id: str) -> QuerySet[AuditEvent] | list[AuditEvent]:
+    """Every event of one request, job or probe (its correlation id), in order."""
+    if not correlation_id:
+        return []
+    return AuditEvent.objects.filter(correlation_id=correlation_id).order_by("seq")
+
+
 def host_timeline(host_id: int, limit: int = 20) -> list[AuditEvent]:
     """The newest events about one host (index audit_host_seq), for the host page."""
     return list(

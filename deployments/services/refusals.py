@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -13,11 +15,29 @@ from hosts import services as host_services
 
 
 class ChangeRefused(Refused):
-    """A rule refused a change. `code` is one of: stale, forbidden, conflict, invalid."""
+    """A rule refused a change. `code` is one of: stale, forbidden, conflict, invalid.
+
+    `shown_in` names the card of the change form that already says it (the snapshot, the
+    target, the pre-flight), so the page does not say it twice; None: only the refusal does.
+    """
+
+    shown_in: str | None = None
+
+
+@contextmanager
+def shown_in(card: str) -> Iterator[None]:
+    """Refusals raised inside say what the form's `card` shows (see ChangeRefused.shown_in)."""
+    try:
+        yield
+    except ChangeRefused as exc:
+        exc.shown_in = exc.shown_in or card
+        raise
 
 
 def stale(exc: host_services.SnapshotNotUsable) -> ChangeRefused:
-    return ChangeRefused(exc.message, code="stale", age_seconds=exc.age_seconds, limit=exc.limit)
+    refused = ChangeRefused(exc.message, code="stale", age_seconds=exc.age_seconds, limit=exc.limit)
+    refused.shown_in = "snapshot"
+    return refused
 
 
 def require_role(user: Any, role: str, action: str) -> None:

@@ -20,7 +20,7 @@ from ..dispatch import change_execute_on_commit
 from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
 from .approvals import change_params_digest
 from .preflight import Preflight, change_preflight, change_target_for
-from .refusals import ChangeRefused, require_reason, require_role, stale
+from .refusals import ChangeRefused, require_reason, require_role, shown_in, stale
 
 
 def change_request_create(
@@ -80,13 +80,15 @@ def change_request_create(
             .get(pk=deployment.pk)
         )
         _refuse_a_second_open_request(deployment)
-        target = change_target_for(
-            deployment=deployment, kind=kind, model=model,
-            tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
-            extra_args=extra_args, environment=environment, snapshot=snapshot,
-        )  # fmt: skip
+        with shown_in("target"):
+            target = change_target_for(
+                deployment=deployment, kind=kind, model=model,
+                tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
+                extra_args=extra_args, environment=environment, snapshot=snapshot,
+            )  # fmt: skip
         checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
-        _refuse_on_preflight(checks, acknowledge_busy, acknowledge_integrity)
+        with shown_in("preflight"):
+            _refuse_on_preflight(checks, acknowledge_busy, acknowledge_integrity)
         because = policy.approval_reasons(target=target)
         params = _params(deployment, kind, checks, because, profile, unknown)
         change = _store(

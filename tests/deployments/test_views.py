@@ -52,6 +52,33 @@ def test_submitting_a_stale_snapshot_is_refused_in_place(client, operator, deplo
     assert not ChangeRequest.objects.exists()
 
 
+def test_a_refusal_the_page_already_shows_is_not_said_twice(client, operator, deployment):
+    snapshot = f.make_snapshot(deployment.host, age=900)
+    client.force_login(operator)
+    shown = client.get(form_url(deployment, "restart")).content.decode()
+    refused = client.post(
+        form_url(deployment, "restart"), {"snapshot_id": snapshot.pk, "reason": "patch"}
+    ).content.decode()
+    words = re.search(r"snapshot #\d+ is \d+ s old", shown)
+    assert words is not None
+    # The snapshot card says it on both pages; the refusal adds no second copy above the form.
+    assert refused.count(words.group(0)[:12]) == shown.count(words.group(0)[:12])
+
+
+def test_a_refusal_no_card_shows_is_said_above_the_form(client, operator, deployment, catalog):
+    snapshot = f.make_snapshot(deployment.host)
+    services.change_request_create(
+        user=operator, deployment=deployment, kind="model_swap", snapshot=snapshot,
+        reason="first", model=catalog["INT4"],
+    )  # fmt: skip
+    client.force_login(operator)
+    response = client.post(
+        form_url(deployment, "restart"), {"snapshot_id": snapshot.pk, "reason": "second"}
+    )
+    assert response.status_code == 409
+    assert "one open request per deployment" in response.content.decode()
+
+
 def test_a_fresh_request_redirects_to_its_change_page(client, operator, deployment):
     snapshot = f.make_snapshot(deployment.host)
     client.force_login(operator)
