@@ -4,7 +4,8 @@ from django import forms
 from django.contrib import admin
 
 from controlplane.admin_readonly import ReadOnlyAdmin
-from hosts.models import Credential, Host, StateSnapshot
+
+from .models import Credential, Host, StateSnapshot
 
 
 class CredentialForm(forms.ModelForm):

@@ -14,9 +14,9 @@ from typing import Any
 from django.db.models import Avg, F, Max
 from django.utils import timezone
 
-from hosts.choices import READ_STATUSES
-from hosts.models import GpuSample, Host, StateSnapshot
-from hosts.xid_catalog import xid_name
+from .choices import READ_STATUSES
+from .models import GpuSample, Host, StateSnapshot
+from .xid_catalog import xid_name
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hosts import validators
+from . import validators
 
 MARK_BEGIN = "@@cp:begin:"
 MARK_END = "@@cp:end:"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from hosts import validators
-from hosts.commands import HTTP_MARK, UnsafeCommand, check_path, check_port, curl_auth_config
+from . import validators
+from .commands import HTTP_MARK, UnsafeCommand, check_path, check_port, curl_auth_config
 
 # A PEP 440 version as pip prints it, local part included (0.11.2, 0.11.2+cu128, 1.0rc1).
 VERSION_RE = r"^[0-9][A-Za-z0-9.+!_-]{0,63}$"

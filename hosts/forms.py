@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from hosts.choices import Verdict
+from .choices import Verdict
 
 SORTS = {"verdict": "worst first", "name": "name", "age": "oldest snapshot first"}
 

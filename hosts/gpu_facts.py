@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hosts.state import HostState
-from hosts.xid_catalog import xid_name
+from .state import HostState
+from .xid_catalog import xid_name
 
 
 def gpu_fault_notes(state: HostState) -> dict[int | None, list[str]]:

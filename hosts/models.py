@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from controlplane import crypto
 from controlplane.canonical import canonical_digest
-from hosts import validators
-from hosts.choices import VERDICT_SEVERITY, HostKeyStatus, ProbeTrigger, SnapshotStatus, Verdict
-from hosts.state import HostState, material_fingerprint
+
+from . import validators
+from .choices import VERDICT_SEVERITY, HostKeyStatus, ProbeTrigger, SnapshotStatus, Verdict
+from .state import HostState, material_fingerprint
 
 
 class Credential(models.Model):

@@ -10,13 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hosts import commands, probe_sections
-from hosts.parsers import ProbeParse, parse_probe
-from hosts.parsers.api_keys import unit_api_key
-from hosts.parsers.http import parse_http
-from hosts.parsers.sections import split_sections
-from hosts.ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
-from hosts.state import snapshot_digest
+from . import commands, probe_sections
+from .parsers import ProbeParse, parse_probe
+from .parsers.api_keys import unit_api_key
+from .parsers.http import parse_http
+from .parsers.sections import split_sections
+from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
+from .state import snapshot_digest
 
 MAX_SECTION_CHARS = 64 * 1024  # /metrics can be large; keep what a person needs to read
 

@@ -13,8 +13,8 @@ import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from hosts import commands
-from hosts.commands import ProbeSpec, ServerSpec, UnsafeCommand, with_sudo
+from . import commands
+from .commands import ProbeSpec, ServerSpec, UnsafeCommand, with_sudo
 
 
 @dataclass(frozen=True)

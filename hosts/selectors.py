@@ -15,10 +15,11 @@ from django.utils import formats, timezone
 
 from controlplane.paging import numbered_page
 from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact_text
-from hosts.choices import SnapshotStatus, Verdict
-from hosts.gpu_facts import gpu_fault_notes, nvlink_summary
-from hosts.models import Host, HostHealth, StateSnapshot
-from hosts.state import DeploymentState, GpuState, HostState, Problem
+
+from .choices import SnapshotStatus, Verdict
+from .gpu_facts import gpu_fault_notes, nvlink_summary
+from .models import Host, HostHealth, StateSnapshot
+from .state import DeploymentState, GpuState, HostState, Problem
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
 USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}

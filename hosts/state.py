@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.canonical import canonical_digest
-from hosts.state_gpu import GpuErrors, GpuNvLinks, LostGpu, XidEvent
-from hosts.state_json import plain, read_json
+
+from .state_gpu import GpuErrors, GpuNvLinks, LostGpu, XidEvent
+from .state_json import plain, read_json
 
 
 @dataclass

@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hosts import commands, engine_commands
-from hosts.models import Host
-from hosts.selectors import latest_integrity_snapshot
-from hosts.services.probe_spec import environment_paths, last_seen_state
+from . import commands, engine_commands
+from .models import Host
+from .selectors import latest_integrity_snapshot
+from .services.probe_spec import environment_paths, last_seen_state
 
 SUDOERS_PATH = "/etc/sudoers.d/controlplane"
 # The units the control plane may act on. sudo's `*` also matches spaces: see the README.

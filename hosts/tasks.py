@@ -18,10 +18,11 @@ from django.contrib.auth.models import User
 
 from controlplane.audit import context as audit_context
 from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
-from hosts import dispatch, services
-from hosts.choices import ProbeTrigger
-from hosts.models import Host
-from hosts.services import probe_routing, retention
+
+from . import dispatch, services
+from .choices import ProbeTrigger
+from .models import Host
+from .services import probe_routing, retention
 
 logger = logging.getLogger(__name__)
 

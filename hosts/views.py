@@ -15,10 +15,11 @@ from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
 from controlplane.audit import selectors as audit_selectors
 from controlplane.htmx import is_partial
-from hosts import charts, selectors, services
-from hosts.choices import HostKeyStatus
-from hosts.forms import FleetFilterForm
-from hosts.models import Host, StateSnapshot
+
+from . import charts, selectors, services
+from .choices import HostKeyStatus
+from .forms import FleetFilterForm
+from .models import Host, StateSnapshot
 
 
 def _row_context(

@@ -6,4 +6,4 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
-        from controlplane.accounts import signals  # noqa: F401
+        from . import signals  # noqa: F401

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from controlplane.accounts.roles import user_roles
+from .roles import user_roles
 
 
 def roles(request: HttpRequest) -> dict[str, Any]:

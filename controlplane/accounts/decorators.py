@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase as HttpResponse
 
-from controlplane.accounts.roles import has_role
+from .roles import has_role
 
 
 def role_required(

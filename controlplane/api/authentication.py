@@ -9,7 +9,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
-from controlplane.api import services
+from . import services
 
 KEYWORDS = (b"bearer", b"token")
 

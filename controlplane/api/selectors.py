@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from controlplane.api.models import APIToken
+from .models import APIToken
 
 
 def tokens_of(*, user: Any) -> QuerySet[APIToken]:

@@ -11,9 +11,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.api.models import APIToken
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
+
+from .models import APIToken
 
 TOKEN_SCHEME = "cpt"
 # last_used_at is written at most this often per token, not on every request.

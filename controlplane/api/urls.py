@@ -15,8 +15,8 @@ from django.views.decorators.http import require_safe
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from controlplane.api.views import root, tokens
-from controlplane.api.views.base import endpoint
+from .views import root, tokens
+from .views.base import endpoint
 
 app_name = "api"
 

@@ -1,7 +1,8 @@
 from django.contrib import admin
 
 from controlplane.admin_readonly import ReadOnlyAdmin
-from controlplane.audit.models import AuditEvent, AuditVerification
+
+from .models import AuditEvent, AuditVerification
 
 
 @admin.register(AuditEvent)

@@ -7,6 +7,6 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit log"
 
     def ready(self) -> None:
-        from controlplane.audit import tracking
+        from . import tracking
 
         tracking.connect()

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connections
 
-from controlplane.audit.chain import GENESIS_HASH, ROW_COLUMNS, row_hash
+from .chain import GENESIS_HASH, ROW_COLUMNS, row_hash
 
 # Problems, in the words the command and the UI use.
 GAP = "gap"

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from controlplane.audit.chain import canonical_json
+from .chain import canonical_json
 
 FILE_NAME = "checkpoints.jsonl"
 FORMAT_VERSION = 1

@@ -6,7 +6,7 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from controlplane.audit.chain import ROW_COLUMNS, row_canonical
+from .chain import ROW_COLUMNS, row_canonical
 
 EXPORT_HEADER = ROW_COLUMNS  # every stored field, so an export can be verified offline
 _FORMULA_START = frozenset("=+-@\t\r")

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from controlplane.audit.chain import canonical_json
+from .chain import canonical_json
 
 
 class CanonicalJSONField(models.TextField):  # type: ignore[type-arg]

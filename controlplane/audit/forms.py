@@ -7,7 +7,7 @@ import datetime as dt
 from django import forms
 from django.utils import timezone
 
-from controlplane.audit.selectors import EventFilter
+from .selectors import EventFilter
 
 
 class EventFilterForm(forms.Form):

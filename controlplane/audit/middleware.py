@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from controlplane.audit import context
+from . import context
 
 
 class AuditRequestMiddleware:

@@ -6,7 +6,7 @@ from typing import Any, NoReturn
 
 from django.db import models
 
-from controlplane.audit.fields import CanonicalJSONField
+from .fields import CanonicalJSONField
 
 
 class AuditLogIsAppendOnly(Exception):

@@ -19,10 +19,10 @@ from django.db.models import ExpressionWrapper, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from controlplane.audit import checkpoints
-from controlplane.audit.chain import ROW_COLUMNS, canonical_json
-from controlplane.audit.chain_walk import created_iso_sql
-from controlplane.audit.models import AuditEvent, AuditVerification
+from . import checkpoints
+from .chain import ROW_COLUMNS, canonical_json
+from .chain_walk import created_iso_sql
+from .models import AuditEvent, AuditVerification
 
 PAGE_SIZE = 50
 STORY_LIMIT = 200

@@ -13,11 +13,12 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
-from controlplane.audit import checkpoints, context, signals
-from controlplane.audit.chain import GENESIS_HASH, event_hash, normalize_ip
-from controlplane.audit.models import AuditChainHead, AuditEvent, AuditVerification
-from controlplane.audit.verification import VerificationResult, chain_verify
 from controlplane.redaction import redact_text
+
+from . import checkpoints, context, signals
+from .chain import GENESIS_HASH, event_hash, normalize_ip
+from .models import AuditChainHead, AuditEvent, AuditVerification
+from .verification import VerificationResult, chain_verify
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import shared_task
 
-from controlplane.audit import services
+from . import services
 
 
 @shared_task(name="controlplane.audit.tasks.write_checkpoint")

@@ -12,8 +12,9 @@ from django.apps import apps
 from django.db import models
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
-from controlplane.audit import services
 from controlplane.audit.actions import AuditAction
+
+from . import services
 
 # model label -> fields whose changes are operational noise or recorded by a domain event
 TRACKED: dict[str, set[str]] = {

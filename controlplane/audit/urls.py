@@ -1,6 +1,6 @@
 from django.urls import path
 
-from controlplane.audit import views
+from . import views
 
 app_name = "audit"
 

@@ -17,9 +17,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from controlplane.audit import checkpoints as cp
-from controlplane.audit.chain import GENESIS_HASH
-
+from . import checkpoints as cp
+from .chain import GENESIS_HASH
 from .chain_walk import (
     HEAD_MISMATCH,
     MISSING_AFTER_CHECKPOINT,

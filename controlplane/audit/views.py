@@ -21,10 +21,11 @@ from django_htmx.http import push_url
 
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
-from controlplane.audit import export, selectors
-from controlplane.audit.forms import EventFilterForm
-from controlplane.audit.selectors import EventFilter
 from controlplane.htmx import is_partial
+
+from . import export, selectors
+from .forms import EventFilterForm
+from .selectors import EventFilter
 
 
 def _cursor(request: HttpRequest, name: str) -> int | None:

@@ -15,11 +15,12 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from controlplane.monitoring import selectors
-from controlplane.monitoring.gpu_faults import add_gpu_faults, gpu_fault_family_set
 from deployments.choices import ChangeKind, ChangeStatus
 from hosts.choices import HostKeyStatus, SnapshotStatus, Verdict
 from hosts.state import ServerState
+
+from . import selectors
+from .gpu_faults import add_gpu_faults, gpu_fault_family_set
 
 MIB = 1048576
 # A probe that reached the host and ran its script; anything else says the host is not seen.

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_safe
 from prometheus_client.exposition import choose_encoder
 
 from controlplane.accounts.roles import VIEWER, has_role
-from controlplane.monitoring.collector import registry
+
+from .collector import registry
 
 
 def _unauthorized(message: str) -> HttpResponse:

@@ -10,15 +10,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from controlplane.admin_readonly import ReadOnlyAdmin
-from controlplane.notifications import destinations, services
-from controlplane.notifications.choices import EventType
-from controlplane.notifications.forms import (
-    MIN_SECRET_LENGTH,
-    URL_HELP,
-    CredentialHidingURLInput,
-    destination_errors,
-)
-from controlplane.notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+from . import destinations, services
+from .choices import EventType
+from .forms import MIN_SECRET_LENGTH, URL_HELP, CredentialHidingURLInput, destination_errors
+from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 
 class WebhookEndpointAdminForm(forms.ModelForm):

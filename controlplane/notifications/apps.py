@@ -7,4 +7,4 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        from controlplane.notifications import receivers  # noqa: F401
+        from . import receivers  # noqa: F401

@@ -16,11 +16,12 @@ from django.urls import reverse
 
 from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
-from controlplane.notifications.choices import EventType
 from deployments.choices import ChangeKind, ChangeStatus
 from deployments.models import ChangeRequest
 from hosts.choices import VERDICT_SEVERITY, SnapshotStatus, Verdict
 from hosts.models import StateSnapshot
+
+from .choices import EventType
 
 # The job's final audit event is `change.<status>`; a rejection has its own notification.
 JOB_OUTCOMES: dict[str, str] = {

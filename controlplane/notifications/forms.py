@@ -8,9 +8,9 @@ from typing import Any
 
 from django import forms
 
-from controlplane.notifications import destinations
-from controlplane.notifications.choices import EventType
-from controlplane.notifications.models import WebhookEndpoint
+from . import destinations
+from .choices import EventType
+from .models import WebhookEndpoint
 
 MIN_SECRET_LENGTH = 16
 URL_HELP = (

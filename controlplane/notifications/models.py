@@ -12,8 +12,9 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane import crypto
-from controlplane.notifications.choices import DeliveryStatus, EventType
-from controlplane.notifications.destinations import url_without_credentials
+
+from .choices import DeliveryStatus, EventType
+from .destinations import url_without_credentials
 
 validate_http_url = URLValidator(schemes=["http", "https"])
 

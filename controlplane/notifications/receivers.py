@@ -9,7 +9,8 @@ from django.dispatch import receiver
 
 from controlplane.audit.models import AuditEvent
 from controlplane.audit.signals import event_committed
-from controlplane.notifications import events, services
+
+from . import events, services
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from controlplane.notifications.choices import OPEN_DELIVERY_STATUSES, DeliveryStatus
-from controlplane.notifications.models import WebhookDelivery, WebhookEndpoint
+from .choices import OPEN_DELIVERY_STATUSES, DeliveryStatus
+from .models import WebhookDelivery, WebhookEndpoint
 
 PAGE_SIZE = 50
 

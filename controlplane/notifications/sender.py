@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from controlplane.notifications.destinations import Destination
+from .destinations import Destination
 
 EXCERPT_BYTES = 500
 

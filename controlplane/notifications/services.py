@@ -19,9 +19,10 @@ from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
 from controlplane.crypto import SecretUnavailable
-from controlplane.notifications import destinations, dispatch, events, sender, signing
-from controlplane.notifications.choices import OPEN_DELIVERY_STATUSES, PING, DeliveryStatus
-from controlplane.notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+from . import destinations, dispatch, events, sender, signing
+from .choices import OPEN_DELIVERY_STATUSES, PING, DeliveryStatus
+from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 logger = logging.getLogger(__name__)
 

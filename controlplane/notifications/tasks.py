@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from controlplane.notifications import dispatch, services
+from . import dispatch, services
 
 
 @shared_task(name=dispatch.DELIVER, acks_late=True)

@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, path
 
-from controlplane.notifications import views
+from . import views
 
 app_name = "notifications"
 

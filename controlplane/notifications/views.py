@@ -13,10 +13,11 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from controlplane.accounts.decorators import role_required, superuser_required
 from controlplane.accounts.roles import VIEWER
 from controlplane.htmx import is_partial
-from controlplane.notifications import destinations, selectors, services
-from controlplane.notifications.choices import DeliveryStatus
-from controlplane.notifications.forms import WebhookEndpointForm
-from controlplane.notifications.models import WebhookEndpoint
+
+from . import destinations, selectors, services
+from .choices import DeliveryStatus
+from .forms import WebhookEndpointForm
+from .models import WebhookEndpoint
 
 
 def _deliveries_context(request: HttpRequest) -> dict[str, Any]:

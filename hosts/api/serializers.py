@@ -10,9 +10,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from hosts import selectors as host_selectors
-from hosts.api.state_schema import host_state_schema
 from hosts.choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
 from hosts.models import Host, StateSnapshot
+
+from .state_schema import host_state_schema
 
 
 class SnapshotBriefSerializer(serializers.Serializer):

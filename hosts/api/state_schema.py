@@ -9,7 +9,7 @@ from dataclasses import MISSING, fields, is_dataclass
 from functools import cache
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from hosts.state import HostState
+from ..state import HostState
 
 _SCALARS: dict[Any, dict[str, str]] = {
     str: {"type": "string"},

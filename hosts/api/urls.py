@@ -3,7 +3,8 @@
 from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
-from hosts.api import views
+
+from . import views
 
 urlpatterns: list[URLPattern] = [
     path("hosts/", endpoint(views.HostList), name="host-list"),

@@ -18,11 +18,11 @@ from controlplane.api.permissions import PROBE
 from controlplane.api.views.base import APIView, row_or_404
 from hosts import selectors as host_selectors
 from hosts import services as host_services
-from hosts.api import selectors
 from hosts.choices import ProbeTrigger
 from hosts.models import Host, StateSnapshot
 from hosts.validators import HOST_NAME_RE
 
+from . import selectors
 from .serializers import (
     HostSerializer,
     ProbeQuerySerializer,

@@ -5,24 +5,17 @@ parser here is strict about what it accepts, and `parse_probe` turns whatever it
 into a `Problem` instead of raising. No I/O, no Django.
 """
 
-from hosts.parsers.common import NO_OUTPUT, HttpResult, ParseError, Section
-from hosts.parsers.http import parse_http, parse_models_json, parse_vllm_metrics
-from hosts.parsers.integrity import parse_integrity
-from hosts.parsers.journal import parse_journal
-from hosts.parsers.nvidia import parse_compute_apps, parse_gpu_csv
-from hosts.parsers.probe import ProbeParse, parse_probe
-from hosts.parsers.probe_units import named_environment_files
-from hosts.parsers.processes import parse_process_units
-from hosts.parsers.sections import split_sections
-from hosts.parsers.systemd import parse_sha256sum, parse_systemctl_show
-from hosts.parsers.unit_files import environment_file_names, parse_systemctl_cat, redact_unit_text
-
+from .common import NO_OUTPUT, HttpResult, ParseError, Section
 from .envfiles import (
     REDACTED,
     is_secret_key,
     parse_environment_file,
     redact_environment_text,
 )
+from .http import parse_http, parse_models_json, parse_vllm_metrics
+from .integrity import parse_integrity
+from .journal import parse_journal
+from .nvidia import parse_compute_apps, parse_gpu_csv
 from .nvidia_details import (
     clock_event_reason_names,
     parse_gpu_details,
@@ -30,6 +23,12 @@ from .nvidia_details import (
     parse_topology,
     topology_summary,
 )
+from .probe import ProbeParse, parse_probe
+from .probe_units import named_environment_files
+from .processes import parse_process_units
+from .sections import split_sections
+from .systemd import parse_sha256sum, parse_systemctl_show
+from .unit_files import environment_file_names, parse_systemctl_cat, redact_unit_text
 
 __all__ = [
     "NO_OUTPUT",

@@ -14,9 +14,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from hosts.parsers.common import ParseError
-from hosts.parsers.envfiles import assignments
-from hosts.parsers.unit_files import _logical_lines, expand_variables, parse_systemctl_cat
+from .common import ParseError
+from .envfiles import assignments
+from .unit_files import _logical_lines, expand_variables, parse_systemctl_cat
 
 _EXEC_PREFIX = "-@:+!|"
 ENV_KEY = "VLLM_API_KEY"

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from controlplane.redaction import redact_text
-from hosts.parsers.common import NO_OUTPUT, ParseError, Section, excerpt, first_line
-from hosts.state import Problem
+
+from ..state import Problem
+from .common import NO_OUTPUT, ParseError, Section, excerpt, first_line
 
 
 class Collector:

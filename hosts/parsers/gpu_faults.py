@@ -10,17 +10,10 @@ from __future__ import annotations
 
 import re
 
-from hosts.commands import GPU_ERROR_FIELDS, REMAPPED_ROW_FIELDS
-from hosts.parsers.common import (
-    DIGITS_RE,
-    ParseError,
-    excerpt,
-    first_line,
-    is_unavailable,
-    read_count,
-)
-from hosts.parsers.nvidia import _smi_fatal, _smi_rows
-from hosts.state_gpu import GpuErrors, GpuNvLinks, LostGpu, NvLink, XidEvent
+from ..commands import GPU_ERROR_FIELDS, REMAPPED_ROW_FIELDS
+from ..state_gpu import GpuErrors, GpuNvLinks, LostGpu, NvLink, XidEvent
+from .common import DIGITS_RE, ParseError, excerpt, first_line, is_unavailable, read_count
+from .nvidia import _smi_fatal, _smi_rows
 
 _NO_DEVICES = "No devices were found"
 _INVALID_FIELD_RE = re.compile(r'Field "[^"]+" is not a valid field to query\.')

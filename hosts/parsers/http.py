@@ -8,8 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hosts.commands import HTTP_MARK
-
+from ..commands import HTTP_MARK
 from .common import (
     HttpResult,
     ParseError,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from controlplane.redaction import redact_text
-from hosts.parsers.common import ParseError, excerpt, first_line
+
+from .common import ParseError, excerpt, first_line
 
 NO_ENTRIES = "-- No entries --"
 # short-iso stamps: `+0000` before systemd 255, `+00:00` since (ISO 8601 with the colon).

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hosts.commands import GPU_FIELDS
-
+from ..commands import GPU_FIELDS
 from ..state import (
     ComputeApp,
     GpuState,

@@ -6,17 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hosts.commands import GPU_DETAIL_FIELDS
-from hosts.parsers.common import (
-    ParseError,
-    excerpt,
-    first_line,
-    is_unavailable,
-    read_count,
-    read_number,
-)
-from hosts.parsers.nvidia import _smi_fatal, _smi_rows
-from hosts.state import GpuDetails, Topology
+from ..commands import GPU_DETAIL_FIELDS
+from ..state import GpuDetails, Topology
+from .common import ParseError, excerpt, first_line, is_unavailable, read_count, read_number
+from .nvidia import _smi_fatal, _smi_rows
 
 _NO_DEVICES = "No devices were found"
 _INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query\.')

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hosts.parsers.collector import Collector
+from .collector import Collector
 
 
 def read_smi(

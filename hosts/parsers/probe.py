@@ -5,23 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hosts import probe_sections as catalog
-from hosts.parsers import probe_gpu
-from hosts.parsers.collector import Collector
-from hosts.parsers.http import (
-    parse_generation_tokens,
-    parse_http,
-    parse_models_json,
-    parse_vllm_metrics,
-)
-from hosts.parsers.integrity import parse_integrity
-from hosts.parsers.nvidia import parse_compute_apps, parse_gpu_csv
-from hosts.parsers.nvidia_details import parse_gpu_details, parse_smi_version, parse_topology
-from hosts.parsers.nvidia_read import read_smi
-from hosts.parsers.processes import parse_process_units
-from hosts.parsers.sections import split_sections
-from hosts.parsers.systemd import parse_sha256sum, parse_systemctl_show
-
+from .. import probe_sections as catalog
 from ..state import (
     DeploymentState,
     HostState,
@@ -29,18 +13,28 @@ from ..state import (
     ServerState,
     UnitState,
 )
+from . import probe_gpu
+from .collector import Collector
 from .common import (
     HttpResult,
     Section,
     first_line,
     parse_epoch_seconds,
 )
+from .http import parse_generation_tokens, parse_http, parse_models_json, parse_vllm_metrics
+from .integrity import parse_integrity
+from .nvidia import parse_compute_apps, parse_gpu_csv
+from .nvidia_details import parse_gpu_details, parse_smi_version, parse_topology
+from .nvidia_read import read_smi
 from .probe_units import (
     parse_environment_files,
     parse_journal_section,
     parse_unit_files,
     redact_sections,
 )
+from .processes import parse_process_units
+from .sections import split_sections
+from .systemd import parse_sha256sum, parse_systemctl_show
 
 # --- the whole probe -----------------------------------------------------------------------
 

@@ -3,12 +3,10 @@ part of the HostState, matching what it read to the GPUs the `gpus` section list
 
 from __future__ import annotations
 
-from hosts import probe_sections as catalog
-from hosts.parsers.collector import Collector
-from hosts.parsers.nvidia_read import read_section, read_smi
-from hosts.state import HostState
-from hosts.state_gpu import GpuErrors, GpuNvLinks, NvLink
-
+from .. import probe_sections as catalog
+from ..state import HostState
+from ..state_gpu import GpuErrors, GpuNvLinks, NvLink
+from .collector import Collector
 from .gpu_faults import (
     parse_gpu_errors,
     parse_lost_gpus,
@@ -18,6 +16,7 @@ from .gpu_faults import (
     parse_xid_journal,
     pci_key,
 )
+from .nvidia_read import read_section, read_smi
 
 
 def read_lost_gpus(out: Collector, state: HostState) -> None:

@@ -8,15 +8,16 @@ import hashlib
 from collections.abc import Sequence
 
 from controlplane.redaction import redact_text
-from hosts import probe_sections as catalog
-from hosts.commands import JOURNAL_MAX_BYTES, UnsafeCommand, check_path
-from hosts.parsers.collector import Collector
-from hosts.parsers.common import Section
-from hosts.parsers.envfiles import parse_environment_file, redact_environment_text
-from hosts.parsers.journal import parse_journal
-from hosts.parsers.systemd import parse_sha256sum
-from hosts.parsers.unit_files import environment_file_names, parse_systemctl_cat, redact_unit_text
-from hosts.state import EnvironmentFile, UnitFile, UnitState
+
+from .. import probe_sections as catalog
+from ..commands import JOURNAL_MAX_BYTES, UnsafeCommand, check_path
+from ..state import EnvironmentFile, UnitFile, UnitState
+from .collector import Collector
+from .common import Section
+from .envfiles import parse_environment_file, redact_environment_text
+from .journal import parse_journal
+from .systemd import parse_sha256sum
+from .unit_files import environment_file_names, parse_systemctl_cat, redact_unit_text
 
 _MISSING = "No such file or directory"
 _NO_FILES = "No files found for "

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hosts.commands import MARK_BEGIN, MARK_END
-
+from ..commands import MARK_BEGIN, MARK_END
 from .common import (
     Section,
 )

@@ -7,7 +7,8 @@ import re
 from collections.abc import Sequence
 
 from controlplane.redaction import REDACTED, is_secret_name, redact_text
-from hosts.parsers.common import ParseError, first_line
+
+from .common import ParseError, first_line
 
 _NO_FILES_RE = re.compile(r"No files found for \S+\.")
 _HEADER_RE = re.compile(r"# (/\S*)")

@@ -3,23 +3,22 @@
 Each rule is a function here; the pages, the API, the command line and the tasks call them.
 """
 
-from hosts.services.blobs import raw_store
-from hosts.services.freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
-from hosts.services.journal import JournalUnavailable, host_journal
-from hosts.services.probe_claims import hosts_claim_due_for_probe, hosts_claim_due_ids
-from hosts.services.probe_queue import QueueUnavailable, probe_enqueue
-from hosts.services.probe_recording import snapshot_record, snapshots_record
-from hosts.services.probing import host_probe, hosts_probe, probe_spec_for, ssh_target_for
-from hosts.services.registry import credential_create, host_create, host_key_accept
-from hosts.services.remote import SUDO_COMMANDS, command_line_for, host_api_key, host_run
-from hosts.services.samples import gpu_samples_backfill, gpu_samples_record
-
+from .blobs import raw_store
+from .freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
+from .journal import JournalUnavailable, host_journal
 from .permissions import (
     HostRefused,
     require_probe_permission,
     user_may_accept_host_keys,
     user_may_probe,
 )
+from .probe_claims import hosts_claim_due_for_probe, hosts_claim_due_ids
+from .probe_queue import QueueUnavailable, probe_enqueue
+from .probe_recording import snapshot_record, snapshots_record
+from .probing import host_probe, hosts_probe, probe_spec_for, ssh_target_for
+from .registry import credential_create, host_create, host_key_accept
+from .remote import SUDO_COMMANDS, command_line_for, host_api_key, host_run
+from .samples import gpu_samples_backfill, gpu_samples_record
 
 __all__ = [
     "SUDO_COMMANDS",

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from hosts.models import SnapshotBlob, StateSnapshot
+from ..models import SnapshotBlob, StateSnapshot
 
 BLOB_SQL_BATCH = 1000  # ids per statement
 

@@ -7,8 +7,8 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from hosts.choices import SnapshotStatus
-from hosts.models import Host, StateSnapshot
+from ..choices import SnapshotStatus
+from ..models import Host, StateSnapshot
 
 # --- freshness -------------------------------------------------------------------------------
 

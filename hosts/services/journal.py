@@ -7,12 +7,13 @@ from typing import Any
 from controlplane.accounts.roles import VIEWER, has_role
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-from hosts import commands
-from hosts.models import Host
-from hosts.parsers import ParseError, parse_journal
-from hosts.services.permissions import HostRefused
-from hosts.services.remote import host_run
-from hosts.ssh import SSHFailure
+
+from .. import commands
+from ..models import Host
+from ..parsers import ParseError, parse_journal
+from ..ssh import SSHFailure
+from .permissions import HostRefused
+from .remote import host_run
 
 DEFAULT_JOURNAL_LINES = 100
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-from hosts.choices import ProbeTrigger
-from hosts.models import Host, HostHealth, StateSnapshot
+
+from ..choices import ProbeTrigger
+from ..models import Host, HostHealth, StateSnapshot
 
 
 def probes_audit(

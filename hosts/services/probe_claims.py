@@ -14,7 +14,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from hosts.models import Host
+from ..models import Host
 
 
 def claim_expiry_seconds(interval: int) -> float:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-from hosts.choices import HostKeyStatus, SnapshotStatus
-from hosts.models import Host, StateSnapshot
-from hosts.probe import ProbeOutcome
+
+from ..choices import HostKeyStatus, SnapshotStatus
+from ..models import Host, StateSnapshot
+from ..probe import ProbeOutcome
 
 
 def presented_key_record(host: Host, outcome: ProbeOutcome, snapshot: StateSnapshot) -> None:

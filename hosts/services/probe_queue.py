@@ -8,9 +8,10 @@ from kombu.exceptions import OperationalError
 
 from controlplane.audit import context as audit_context
 from controlplane.refusals import Refused
-from hosts import dispatch
-from hosts.models import Host
-from hosts.services.permissions import require_probe_permission
+
+from .. import dispatch
+from ..models import Host
+from .permissions import require_probe_permission
 
 
 class QueueUnavailable(Refused):

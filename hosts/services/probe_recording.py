@@ -13,14 +13,15 @@ from django.utils import timezone
 
 from controlplane.audit import context as audit_context
 from controlplane.canonical import canonical_digest
-from hosts import signals
-from hosts.choices import READ_STATUSES, ProbeTrigger
-from hosts.models import Host, StateSnapshot
-from hosts.probe import ProbeOutcome
-from hosts.services.blobs import raw_store
-from hosts.services.probe_audit import probes_audit, verdicts
-from hosts.services.probe_host_keys import presented_key_record
-from hosts.services.samples import gpu_samples_record
+
+from .. import signals
+from ..choices import READ_STATUSES, ProbeTrigger
+from ..models import Host, StateSnapshot
+from ..probe import ProbeOutcome
+from .blobs import raw_store
+from .probe_audit import probes_audit, verdicts
+from .probe_host_keys import presented_key_record
+from .samples import gpu_samples_record
 
 
 def snapshot_record(

@@ -39,9 +39,9 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
-from hosts import dispatch
-from hosts.models import Host
-from hosts.services.probe_claims import hosts_claim_due_ids
+from .. import dispatch
+from ..models import Host
+from .probe_claims import hosts_claim_due_ids
 
 logger = logging.getLogger(__name__)
 

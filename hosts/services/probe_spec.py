@@ -7,11 +7,11 @@ import dataclasses
 
 from django.db.models import OuterRef, Subquery
 
-from hosts import commands
-from hosts.choices import SnapshotStatus
-from hosts.models import Host, StateSnapshot
-from hosts.parsers import named_environment_files
-from hosts.state import DeploymentState, HostState
+from .. import commands
+from ..choices import SnapshotStatus
+from ..models import Host, StateSnapshot
+from ..parsers import named_environment_files
+from ..state import DeploymentState, HostState
 
 # A unit seen failing (or restarting after failures) gets this many journal lines in the next
 # probe, so the snapshot shows why without anyone opening a shell.

@@ -13,19 +13,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from controlplane.crypto import SecretUnavailable
-from hosts import commands
-from hosts.choices import HostKeyStatus, SnapshotStatus
-from hosts.models import Host, StateSnapshot
-from hosts.probe import ProbeOutcome, probe_many
-from hosts.services.probe_claims import (
-    claim_expiry_seconds,
-    hosts_claim_due_for_probe,
-    hosts_claim_due_ids,
-)
-from hosts.services.probe_queue import QueueUnavailable, probe_enqueue
-from hosts.services.probe_recording import material_digest, snapshot_record, snapshots_record
-from hosts.services.probe_spec import last_seen_states_prefetch, server_specs, spec_with_named_files
-from hosts.ssh import SSHTarget, ssh_loop
+
+from .. import commands
+from ..choices import HostKeyStatus, SnapshotStatus
+from ..models import Host, StateSnapshot
+from ..probe import ProbeOutcome, probe_many
+from ..ssh import SSHTarget, ssh_loop
+from .probe_claims import claim_expiry_seconds, hosts_claim_due_for_probe, hosts_claim_due_ids
+from .probe_queue import QueueUnavailable, probe_enqueue
+from .probe_recording import material_digest, snapshot_record, snapshots_record
+from .probe_spec import last_seen_states_prefetch, server_specs, spec_with_named_files
 
 __all__ = [
     "QueueUnavailable",

@@ -10,9 +10,10 @@ from django.db import transaction
 from controlplane.audit import reasons
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
-from hosts.choices import HostKeyStatus
-from hosts.models import Credential, Host
-from hosts.services.permissions import HostRefused, user_may_accept_host_keys
+
+from ..choices import HostKeyStatus
+from ..models import Credential, Host
+from .permissions import HostRefused, user_may_accept_host_keys
 
 
 @transaction.atomic

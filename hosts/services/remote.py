@@ -6,13 +6,13 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from hosts import commands, engine_commands, probe_sections
-from hosts.choices import HostKeyStatus
-from hosts.models import Host
-from hosts.parsers.api_keys import unit_api_key
-from hosts.parsers.sections import split_sections
-from hosts.services.probing import probe_spec_for, ssh_target_for
-from hosts.ssh import CommandResult, SSHFailure, ssh_loop
+from .. import commands, engine_commands, probe_sections
+from ..choices import HostKeyStatus
+from ..models import Host
+from ..parsers.api_keys import unit_api_key
+from ..parsers.sections import split_sections
+from ..ssh import CommandResult, SSHFailure, ssh_loop
+from .probing import probe_spec_for, ssh_target_for
 
 # --- commands for change jobs --------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ from django.db.models import ForeignObjectRel
 from django.utils import timezone
 
 from controlplane.audit.models import AuditEvent
-from hosts.models import GpuSample, SnapshotRetention, StateSnapshot
-from hosts.services.blobs import blob_ids, blobs_collect
+
+from ..models import GpuSample, SnapshotRetention, StateSnapshot
+from .blobs import blob_ids, blobs_collect
 
 SQL_BATCH = 1000  # ids per statement
 

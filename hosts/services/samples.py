@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
-from hosts.choices import SnapshotStatus
-from hosts.models import GpuSample, StateSnapshot
+from ..choices import SnapshotStatus
+from ..models import GpuSample, StateSnapshot
 
 # Only these hold readings; an error or key-mismatch snapshot has no GPUs to chart.
 SAMPLED_STATUSES = (SnapshotStatus.OK, SnapshotStatus.PARTIAL)

@@ -17,7 +17,8 @@ from controlplane.audit.models import AuditEvent
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest, JobStep
 from tests import factories as f
-from tests.api.conftest import refusal
+
+from .conftest import refusal
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,10 @@ import pytest
 
 from deployments.models import BenchmarkProfile, Evaluation
 from tests import factories as f
-from tests.api.conftest import refusal
-from tests.api.test_changes import create
 from tests.revision_history import make_week_history
+
+from .conftest import refusal
+from .test_changes import create
 
 pytestmark = pytest.mark.django_db
 PATCHED = "vllm/model_executor/layers/fused_moe/fused_moe.py"

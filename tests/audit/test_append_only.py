@@ -6,7 +6,8 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from controlplane.audit.models import AuditEvent, AuditLogIsAppendOnly
-from tests.audit.conftest import make_events, require_postgresql
+
+from .conftest import make_events, require_postgresql
 
 
 def test_the_model_refuses_to_update_or_delete(db: None) -> None:

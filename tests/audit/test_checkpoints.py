@@ -18,7 +18,8 @@ from controlplane.audit import checkpoints, services, tasks
 from controlplane.audit.chain import canonical_json
 from controlplane.audit.checkpoints import CheckpointRefused
 from controlplane.audit.models import AuditChainHead
-from tests.audit.conftest import cut_newest, make_events
+
+from .conftest import cut_newest, make_events
 
 
 def _lines(checkpoint_dir: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,8 @@ from controlplane.audit import services
 from controlplane.audit.chain import GENESIS_HASH
 from controlplane.audit.models import AuditEvent
 from controlplane.audit.verification import chain_verify
-from tests.audit.conftest import require_postgresql
+
+from .conftest import require_postgresql
 
 WRITERS = 8
 EACH = 1000

@@ -22,7 +22,8 @@ from controlplane.audit import context, selectors, services
 from controlplane.audit.chain import GENESIS_HASH, canonical_json
 from controlplane.audit.models import AuditEvent
 from hosts.models import Host, StateSnapshot
-from tests.audit.conftest import make_events, tamper
+
+from .conftest import make_events, tamper
 
 
 @pytest.fixture

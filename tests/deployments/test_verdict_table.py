@@ -15,7 +15,8 @@ from deployments import health
 from deployments.verdict_table import DEGRADED, FAILED, ROWS, TABLE
 from hosts.state import HostState
 from tests import factories as f
-from tests.deployments.test_health import NOW, evidence, verdict_of, with_server
+
+from .test_health import NOW, evidence, verdict_of, with_server
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

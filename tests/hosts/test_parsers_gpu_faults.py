@@ -16,7 +16,6 @@ from hosts.parsers.gpu_faults import (
     pci_key,
 )
 from hosts.state import HostState
-from tests.hosts.test_parsers_probe import assemble, host_sections, probe
 
 from .parser_samples import (
     H100_BUS_IDS,
@@ -28,6 +27,7 @@ from .parser_samples import (
     sample,
     xid_line,
 )
+from .test_parsers_probe import assemble, host_sections, probe
 
 MISMATCH = (
     "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95"

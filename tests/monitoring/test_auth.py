@@ -9,7 +9,8 @@ from prometheus_client.openmetrics.parser import (
 )
 
 from tests import factories as f
-from tests.monitoring.conftest import TOKEN
+
+from .conftest import TOKEN
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,8 @@ from controlplane.notifications.models import WebhookDelivery
 from deployments import services as change_services
 from deployments.models import ModelArtifact
 from tests import factories as f
-from tests.notifications.conftest import SECRET, queued_messages
+
+from .conftest import SECRET, queued_messages
 
 pytestmark = pytest.mark.django_db
 

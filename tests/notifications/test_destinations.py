@@ -30,13 +30,8 @@ from controlplane.notifications import destinations, services
 from controlplane.notifications.models import WebhookEndpoint
 from controlplane.refusals import Refused
 from tests import factories as f
-from tests.notifications.conftest import (
-    PUBLIC_ADDRESS,
-    SECRET,
-    Receiver,
-    queued_messages,
-    running_receiver,
-)
+
+from .conftest import PUBLIC_ADDRESS, SECRET, Receiver, queued_messages, running_receiver
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,9 @@ from deployments.models import ChangeRequest, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host
 from tests.fleet import register
-from tests.notifications.conftest import SECRET, broker_down, queued_messages, wait_until_settled
 from tests.waiting import wait_for_change
+
+from .conftest import SECRET, broker_down, queued_messages, wait_until_settled
 
 pytestmark = pytest.mark.integration
 UNIT = "vllm-kimi-k25.service"

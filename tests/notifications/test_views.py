@@ -12,7 +12,8 @@ from django.urls import reverse
 from controlplane.audit.models import AuditEvent
 from controlplane.notifications import services
 from controlplane.notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
-from tests.notifications.conftest import SECRET
+
+from .conftest import SECRET
 
 pytestmark = pytest.mark.django_db
 SLACK_URL = "https://hooks.slack.example/services/T000/B000/XXXXSECRETPATH"

@@ -14,8 +14,9 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.fields import BIGINT_MAX
 from controlplane.audit import context as audit_context
+
+from ..fields import BIGINT_MAX
 
 
 class APIView(GenericAPIView):

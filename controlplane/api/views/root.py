@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.views.base import APIView
+from .base import APIView
 
 LINKS = {
     "hosts": "api:host-list",

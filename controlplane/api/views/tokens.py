@@ -9,9 +9,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import VIEWER
-from controlplane.api import selectors, services
-from controlplane.api.forms import TokenCreateForm
-from controlplane.api.models import APIToken
+
+from .. import selectors, services
+from ..forms import TokenCreateForm
+from ..models import APIToken
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

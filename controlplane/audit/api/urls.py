@@ -3,7 +3,8 @@
 from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
-from controlplane.audit.api import views
+
+from . import views
 
 urlpatterns: list[URLPattern] = [
     path("audit/events/", endpoint(views.AuditEventList), name="audit-event-list"),
