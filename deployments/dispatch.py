@@ -14,6 +14,7 @@ logger = logging.getLogger(__name__)
 
 EXECUTE_CHANGE = "deployments.tasks.execute_change"
 RECOVER_INTERRUPTED_JOBS = "deployments.tasks.recover_interrupted_jobs"
+GPU_DIAGNOSTIC = "deployments.tasks.gpu_diagnostic"
 
 
 def change_execute_on_commit(change_id: int) -> None:
@@ -29,3 +30,10 @@ def change_execute_on_commit(change_id: int) -> None:
             logger.warning("change #%s is queued, but the broker did not take it", change_id)
 
     transaction.on_commit(send)
+
+
+def gpu_diagnostic_send(host_id: int, level: int) -> None:
+    """Queue DCGM's diagnostic on the host once the transaction that asked for it commits."""
+    transaction.on_commit(
+        lambda: current_app.send_task(GPU_DIAGNOSTIC, kwargs={"host_id": host_id, "level": level})
+    )

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from hosts.parsers.nvidia_details import clock_event_reason_names
 from hosts.state import HostState
-from hosts.state_gpu import GpuNvLinks
+from hosts.state_gpu import DiagnosticTest, GpuDiagnostic, GpuNvLinks
 from hosts.xid_catalog import xid_name
 
 from .verdict_table import XID_APPLICATION, XID_FATAL, XID_WARNING, Reason, reason
@@ -207,3 +207,27 @@ def _persistence(state: HostState) -> list[Reason | None]:
 
 def _gpu_list(indexes: list[int]) -> str:
     return ("GPU " if len(indexes) == 1 else "GPUs ") + ", ".join(str(i) for i in indexes)
+
+
+def diagnostic_reasons(result: GpuDiagnostic, snapshot_pk: int, age: str) -> list[Reason]:
+    """What DCGM's latest diagnostic (snapshot `snapshot_pk`, `age` ago) failed or warned on;
+    a diagnostic that did not run (not installed, MIG) is shown, not weighed."""
+    said = f"DCGM diagnostic level {result.level} (snapshot #{snapshot_pk}, {age} ago)"
+    found = [
+        reason("gpu_diagnostic_failed", f"{said}: {_tests(result.failed)}")
+        if result.failed
+        else None,
+        reason("gpu_diagnostic_warning", f"{said} warned: {_tests(result.warned)}")
+        if result.warned
+        else None,
+    ]
+    return [r for r in found if r is not None]
+
+
+def _tests(tests: list[DiagnosticTest]) -> str:
+    parts = []
+    for test in tests[:3]:
+        where = f" on {_gpu_list(test.gpus)}" if test.gpus else ""
+        words = f" ({test.warnings[0][:100]})" if test.warnings else ""
+        parts.append(f"{test.name}{where}{words}")
+    return "; ".join(parts)

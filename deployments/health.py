@@ -32,7 +32,7 @@ from hosts.state import HostState, IntegrityReport
 
 from .choices import ChangeStatus
 from .engine_faults import ServingUnit, engine_reasons, not_serving_reasons
-from .gpu_faults import gpu_fault_reasons
+from .gpu_faults import diagnostic_reasons, gpu_fault_reasons
 from .unit_files.serving_plan import ServingPlan
 from .verdict_table import Reason
 
@@ -129,6 +129,8 @@ class HostEvidence:
     # The ok or partial snapshot before `snapshot`, where a rule compares two probes (NVLink
     # counters, a stalled engine); None where none is needed or there is none.
     previous: SnapshotFacts | None = None
+    # The newest snapshot holding DCGM's diagnostic, weighed until the next one.
+    gpu_diagnostic: SnapshotFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,10 @@ def evaluate(evidence: HostEvidence) -> HealthVerdict:
         previous = evidence.previous.state if evidence.previous is not None else None
         reasons += _snapshot_reasons(snapshot)
         reasons += gpu_fault_reasons(snapshot.state, previous)
+        diagnosed = evidence.gpu_diagnostic
+        if diagnosed is not None and diagnosed.state.gpu_diagnostic is not None:
+            age = _age(evidence.now, diagnosed.taken_at)
+            reasons += diagnostic_reasons(diagnosed.state.gpu_diagnostic, diagnosed.pk, age)
         for unit in evidence.units:
             reasons += _unit_reasons(unit, snapshot.state, previous)
     if not reasons:

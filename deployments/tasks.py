@@ -9,6 +9,7 @@ from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 
 from . import dispatch
 from .execution import runner
+from .services import diagnostics
 
 
 @shared_task(name=dispatch.EXECUTE_CHANGE, acks_late=True)
@@ -16,6 +17,14 @@ def execute_change(change_id: int) -> str | None:
     with audit_context.acting(SYSTEM_WORKER):
         change = runner.change_execute(change_id=change_id)
         return change.status if change else None
+
+
+@shared_task(name=dispatch.GPU_DIAGNOSTIC, acks_late=True)
+def gpu_diagnostic(host_id: int, level: int) -> int | None:
+    """DCGM's diagnostic an operator asked for; the snapshot's id, None if it may not run."""
+    with audit_context.acting(SYSTEM_WORKER):
+        snapshot = diagnostics.gpu_diagnostic_run(host_id=host_id, level=level)
+        return snapshot.pk if snapshot is not None else None
 
 
 @shared_task(name=dispatch.RECOVER_INTERRUPTED_JOBS)

@@ -19,4 +19,5 @@ urlpatterns = [
     path("changes/<int:pk>/break-glass/", views.change_break_glass, name="break_glass"),
     path("changes/<int:pk>/cancel/", views.change_cancel, name="cancel"),
     path("approvals/", views.approvals, name="approvals"),
+    path("hosts/<str:name>/gpu-diagnostic/", views.gpu_diagnostic, name="gpu_diagnostic"),
 ]

@@ -16,7 +16,7 @@ from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import OPERATOR, VIEWER
 from controlplane.audit.selectors import events_of_correlation
 from hosts import selectors as host_selectors
-from hosts.models import StateSnapshot
+from hosts.models import Host, StateSnapshot
 
 from . import kinds, selectors, services
 from .choices import FINAL_STATUSES, ChangeStatus
@@ -25,6 +25,7 @@ from .evaluation import selectors as eval_selectors
 from .forms import ChangeRequestForm, DecisionForm
 from .models import ChangeRequest, Deployment
 from .services import change_form as page
+from .services import diagnostics
 
 
 def _form_page(
@@ -283,3 +284,22 @@ def approvals(request: HttpRequest) -> HttpResponse:
 @role_required(VIEWER)
 def change_list(request: HttpRequest) -> HttpResponse:
     return render(request, "deployments/change_list.html", {"changes": selectors.recent_changes()})
+
+
+@require_POST
+@role_required(OPERATOR)
+def gpu_diagnostic(request: HttpRequest, name: str) -> HttpResponse:
+    """Queue DCGM's diagnostic on a host (the level from the form); back to the host page."""
+    host = get_object_or_404(Host, name=name)
+    level = request.POST.get("level", "")
+    try:
+        diagnostics.gpu_diagnostic_request(
+            host=host, level=int(level) if level.isdigit() else -1, user=request.user
+        )
+    except services.ChangeRefused as exc:
+        if exc.code == "forbidden":
+            raise
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"GPU diagnostic level {level} queued on {host.name}.")
+    return redirect("hosts:detail", name=host.name)

@@ -26,6 +26,7 @@ class ProbeTrigger(models.TextChoices):
     MANUAL = "manual", "probe now"
     CLI = "cli", "command line"
     JOB = "job", "change job"
+    DIAGNOSTIC = "diagnostic", "GPU diagnostic"
 
 
 class Verdict(models.TextChoices):

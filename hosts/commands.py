@@ -63,6 +63,7 @@ GPU_ERROR_FIELDS = (
     "pci.bus_id",
     "ecc.errors.uncorrected.aggregate.total",
     "retired_pages.pending",
+    "mig.mode.current",
 )
 # Row remapping (Ampere and later, HBM): its own query in nvidia-smi.
 REMAPPED_ROW_FIELDS = (
@@ -78,6 +79,10 @@ REMAPPED_ROW_FIELDS = (
 # journalctl's --grep is a PCRE2 pattern; `.` for the space keeps the sudoers line exact.
 XID_PATTERN = "NVRM:.Xid"
 XID_MAX_LINES = 50
+# DCGM's diagnostic, on demand only: level 1 checks the deployment (seconds), level 2 adds PCIe
+# and memory tests (minutes). Read-only; a probe that asks for it waits this long at most.
+DIAGNOSTIC_LEVELS = (1, 2)
+DIAGNOSTIC_TIMEOUT_SECONDS = 600
 COMPUTE_APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 UNIT_PROPERTIES = (
     "Id",
@@ -211,6 +216,8 @@ class ProbeSpec:
     # Environment files are usually root-only and the journal needs a privileged group: on
     # hosts that say so, read those two under `sudo -n` (the README's sudoers entry).
     sudo: bool = False
+    # DCGM's diagnostic at this level (DIAGNOSTIC_LEVELS), on an operator's request; 0: none.
+    gpu_diagnostic: int = 0
 
 
 def unit_show(unit: str) -> list[str]:
@@ -285,6 +292,13 @@ def kernel_xids() -> list[str]:
         "--grep",
         XID_PATTERN,
     ]
+
+
+def gpu_diagnostic(level: int) -> list[str]:
+    """`dcgmi diag -r <level> -j`: DCGM's diagnostic as JSON (read-only)."""
+    if level not in DIAGNOSTIC_LEVELS:
+        raise UnsafeCommand(f"refusing a GPU diagnostic at level {level!r}")
+    return ["dcgmi", "diag", "-r", str(level), "-j"]
 
 
 def smi_version() -> list[str]:

@@ -86,6 +86,15 @@ class Host(models.Model):
     # stored. A claim older than its batch could live (the worker died) is taken again.
     probe_claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_integrity_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The newest snapshot holding DCGM's diagnostic: the verdict weighs it until the next one.
+    gpu_diagnostic_snapshot = models.ForeignKey(
+        "StateSnapshot",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
     # The newest snapshot's status and the digest of its material fingerprint: a scheduled probe
     # that finds both unchanged (and the verdict too) writes no audit event (hosts.services).
     last_status = models.CharField(max_length=20, blank=True, editable=False)

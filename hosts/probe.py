@@ -94,6 +94,7 @@ async def probe(
         integrity=checked,
         environment_files={s.unit: s.environment_files for s in spec.servers},
         journal_lines={s.unit: s.journal_lines for s in spec.servers},
+        gpu_diagnostic=spec.gpu_diagnostic,
     )
     parsed = parse.state.to_json()
     problems = parse.state.problems

@@ -66,6 +66,9 @@ XID_EVENTS = HostSection(
     "xid_events", commands.kernel_xids, "xid_events", verbatim=False, sudo=True
 )
 
+# DCGM's diagnostic: not one of HOST_SECTIONS, run only when the probe's spec asks for it.
+GPU_DIAGNOSTIC = "gpu_diagnostic"
+
 HOST_SECTIONS: tuple[HostSection, ...] = (
     GPUS,
     COMPUTE_APPS,
@@ -185,6 +188,8 @@ def probe_sections(spec: ProbeSpec) -> list[tuple[str, list[str]]]:
         (section.name, with_sudo(section.command(), spec.sudo and section.sudo))
         for section in HOST_SECTIONS
     ]
+    if spec.gpu_diagnostic:
+        sections.append((GPU_DIAGNOSTIC, commands.gpu_diagnostic(spec.gpu_diagnostic)))
     for server in spec.servers:
         for unit_section in UNIT_SECTIONS:
             if unit_section.commands is not None:

@@ -373,3 +373,11 @@ def host_parity(snapshot: StateSnapshot | None) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def gpu_diagnostic_shown(host: Host) -> dict[str, Any] | None:
+    """DCGM's newest diagnostic of `host` for its page: the snapshot and the result."""
+    snapshot = host.gpu_diagnostic_snapshot
+    if snapshot is None:
+        return None
+    return {"snapshot": snapshot, "result": snapshot.state().gpu_diagnostic}

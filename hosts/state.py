@@ -10,7 +10,7 @@ from typing import Any
 
 from controlplane.canonical import canonical_digest
 
-from .state_gpu import GpuErrors, GpuNvLinks, LostGpu, XidEvent
+from .state_gpu import GpuDiagnostic, GpuErrors, GpuNvLinks, LostGpu, XidEvent
 from .state_json import plain, read_json
 
 
@@ -217,6 +217,7 @@ class HostState:
     nvlinks: list[GpuNvLinks] = field(default_factory=list)  # GPUs with NVLink only
     xid_events: list[XidEvent] = field(default_factory=list)  # this boot's, oldest first
     lost_gpus: list[LostGpu] = field(default_factory=list)
+    gpu_diagnostic: GpuDiagnostic | None = None  # only in a probe that asked for one
 
     def to_json(self) -> dict[str, Any]:
         as_json: dict[str, Any] = plain(self)

@@ -8,6 +8,7 @@ decided in deployments.verdict_table, not here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 
 @dataclass
@@ -27,6 +28,7 @@ class GpuErrors:
     remapped_rows_uncorrectable: int | None = None
     remap_pending: bool | None = None  # a row waits for a GPU reset to be remapped
     remap_failure: bool | None = None  # no spare row was left: the memory is bad
+    mig_mode: bool | None = None  # MIG partitioning on (None: the GPU has no MIG)
 
 
 @dataclass
@@ -79,3 +81,42 @@ class LostGpu:
     message: str
     pci_bus_id: str | None = None
     index: int | None = None
+
+
+class DiagnosticResult(StrEnum):
+    """What DCGM said of a test, in its words (lower case), best first."""
+
+    SKIP = "skip"
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass
+class DiagnosticTest:
+    """One test of DCGM's diagnostic, as it judged it on the GPUs it ran on."""
+
+    category: str  # Deployment, Integration, Hardware, Stress
+    name: str  # e.g. "Page Retirement/Row Remap", "memory"
+    status: str  # a DiagnosticResult
+    gpus: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GpuDiagnostic:
+    """`dcgmi diag -r <level> -j` on an operator's request. `error`: it did not run (DCGM not
+    installed, its host engine down, a MIG host); then there are no tests."""
+
+    level: int | None = None
+    version: str | None = None
+    tests: list[DiagnosticTest] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def failed(self) -> list[DiagnosticTest]:
+        return [t for t in self.tests if t.status == DiagnosticResult.FAIL]
+
+    @property
+    def warned(self) -> list[DiagnosticTest]:
+        return [t for t in self.tests if t.status == DiagnosticResult.WARN]

@@ -89,6 +89,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         deployments=host.deployments.select_related("model", "current_revision"),
         changes=host.changes.select_related("deployment").order_by("-created_at")[:10],
         integrity_snapshot=selectors.latest_integrity_snapshot(host),
+        diagnostic=selectors.gpu_diagnostic_shown(host),
         timeline_events=audit_selectors.host_timeline(host.pk),
     )
     return render(request, "hosts/host_detail.html", context)

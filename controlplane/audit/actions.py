@@ -47,6 +47,7 @@ class AuditAction(models.TextChoices):
     HOST_KEY_CHANGED = "host.key_changed", "host key changed"
     HOST_KEY_ACCEPTED = "host.key_accepted", "host key accepted"
     HOST_JOURNAL_READ = "host.journal_read", "journal read"
+    HOST_GPU_DIAGNOSTIC_REQUESTED = "host.gpu_diagnostic_requested", "GPU diagnostic requested"
     HOST_VERDICT_CHANGED = "host.verdict_changed", "health verdict changed"
     # change requests
     CHANGE_REQUESTED = "change.requested", "change requested"

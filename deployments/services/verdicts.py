@@ -210,6 +210,9 @@ def _evidence(
         Deployment.objects.filter(host__in=hosts).select_related("model", "current_revision__model")
     )
     integrity = _latest_integrity(deployments)
+    diagnosed = StateSnapshot.objects.in_bulk(
+        [h.gpu_diagnostic_snapshot_id for h in hosts if h.gpu_diagnostic_snapshot_id]
+    )
     changes = _last_finished_changes(deployments)
     evaluations = health_evaluations(deployments)
     out = {}
@@ -235,6 +238,7 @@ def _evidence(
             last_good=_facts(good or last_good.get(host.pk)),
             units=tuple(units),
             previous=_previous_facts(current),
+            gpu_diagnostic=_facts(diagnosed.get(host.gpu_diagnostic_snapshot_id or 0)),
         )
         out[host.pk] = (facts, "; ".join(labels), "; ".join(t for t in change_texts if t))
     return out

@@ -19,6 +19,7 @@ _NO_DEVICES = "No devices were found"
 _INVALID_FIELD_RE = re.compile(r'Field "[^"]+" is not a valid field to query\.')
 # Drivers before row remapping (R450) do not know the query; an answer, not a fault.
 _UNSUPPORTED = ("Invalid combination of input arguments", "is not a valid field to query")
+_MIG = {"Enabled": True, "Disabled": False}
 _BOOLEANS = {"0": False, "1": True, "No": False, "Yes": True, "False": False, "True": True}
 
 
@@ -55,7 +56,7 @@ def parse_gpu_errors(text: str, *, problems: list[str] | None = None) -> list[Gp
         raise ParseError(first_line(text))
 
     def row(line: str, position: int) -> GpuErrors:
-        index, bus_id, aggregate, retired = _columns(line, GPU_ERROR_FIELDS)
+        index, bus_id, aggregate, retired, mig = _columns(line, GPU_ERROR_FIELDS)
         number = read_count(index, "index")
         if number is None:
             raise ParseError(f"GPU index unavailable: {excerpt(line, 120)!r}")
@@ -64,6 +65,7 @@ def parse_gpu_errors(text: str, *, problems: list[str] | None = None) -> list[Gp
             pci_bus_id=None if is_unavailable(bus_id) else bus_id,
             ecc_uncorrected_aggregate=read_count(aggregate, "aggregate uncorrected ECC errors"),
             retired_pages_pending=_flag(retired, "retired pages pending"),
+            mig_mode=_MIG.get(mig) if not is_unavailable(mig) else None,
         )
 
     rows: list[GpuErrors] = _smi_rows(text, row, problems)

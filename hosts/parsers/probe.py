@@ -21,6 +21,7 @@ from .common import (
     first_line,
     parse_epoch_seconds,
 )
+from .dcgm import parse_gpu_diagnostic
 from .http import parse_generation_tokens, parse_http, parse_models_json, parse_vllm_metrics
 from .integrity import parse_integrity
 from .nvidia import parse_compute_apps, parse_gpu_csv
@@ -221,6 +222,7 @@ def parse_probe(
     integrity: bool | Collection[str],
     environment_files: Mapping[str, Sequence[str]] | None = None,
     journal_lines: Mapping[str, int] | None = None,
+    gpu_diagnostic: int = 0,
 ) -> ProbeParse:
     """Everything the probe script printed, as a HostState. Never raises on remote output.
 
@@ -237,6 +239,10 @@ def parse_probe(
     state = HostState()
     for section in catalog.HOST_SECTIONS:
         HOST_READERS[section.name](out, state)
+    if gpu_diagnostic:  # asked for: a section cut short or missing is a problem
+        diagnostic = out.take(catalog.GPU_DIAGNOSTIC)
+        if diagnostic is not None:
+            state.gpu_diagnostic = parse_gpu_diagnostic(diagnostic.output, gpu_diagnostic)
     checked = _integrity_units(integrity, units)
     for unit in units:
         unit_state = _parse_unit(out, unit)

@@ -118,6 +118,10 @@ def _record_batch(
     checked = [s.host_id for s in snapshots if s.includes_integrity]
     if checked:
         Host.objects.filter(pk__in=checked).update(last_integrity_at=now)
+    for s in snapshots:  # rare: an operator asked for DCGM's diagnostic
+        if s.parsed.get("gpu_diagnostic"):
+            Host.objects.filter(pk=s.host_id).update(gpu_diagnostic_snapshot=s)
+            s.host.gpu_diagnostic_snapshot_id = s.pk  # the verdict, decided next, reads it
     changes: dict[int, list[str]] = {}
     moved: list[Host] = []
     for (host, outcome, _), snapshot in zip(items, snapshots, strict=True):

@@ -40,11 +40,16 @@ __all__ = [
 ]
 
 
-def probe_spec_for(host: Host, *, integrity: bool) -> commands.ProbeSpec:
+def probe_spec_for(host: Host, *, integrity: bool, gpu_diagnostic: int = 0) -> commands.ProbeSpec:
     """The probe of `host`: its deployments' servers, with the environment files their units
     named in the host's last snapshot, and a journal tail for a unit last seen failing
     (hosts.services.probe_spec). One query for the last snapshot per host."""
-    return commands.ProbeSpec(servers=server_specs(host), integrity=integrity, sudo=host.use_sudo)
+    return commands.ProbeSpec(
+        servers=server_specs(host),
+        integrity=integrity,
+        sudo=host.use_sudo,
+        gpu_diagnostic=gpu_diagnostic,
+    )
 
 
 def ssh_target_for(host: Host) -> SSHTarget | None:
@@ -80,6 +85,7 @@ def hosts_probe(
     integrity: bool | None = None,
     heartbeat: Callable[[], None] | None = None,
     heartbeat_every: float = 10.0,
+    gpu_diagnostic: int = 0,
 ) -> list[StateSnapshot]:
     """Probe hosts concurrently over (reused) SSH connections and store one snapshot each.
 
@@ -105,8 +111,12 @@ def hosts_probe(
             continue
         assert target is not None
         plan.append((host, check, None, len(jobs)))
-        jobs.append((target, probe_spec_for(host, integrity=check)))
-    outcomes = _run_probes(jobs, heartbeat, heartbeat_every)
+        jobs.append((target, probe_spec_for(host, integrity=check, gpu_diagnostic=gpu_diagnostic)))
+    # DCGM's diagnostic takes minutes where a probe takes a second.
+    timeout = settings.SSH_COMMAND_TIMEOUT
+    if gpu_diagnostic:
+        timeout = max(timeout, commands.DIAGNOSTIC_TIMEOUT_SECONDS)
+    outcomes = _run_probes(jobs, heartbeat, heartbeat_every, timeout)
     # Units that turned out to name environment files this probe did not read: read them now.
     again = {}
     for i, ((target, spec), outcome) in enumerate(zip(jobs, outcomes, strict=True)):
@@ -114,7 +124,7 @@ def hosts_probe(
         if respec is not None:
             again[i] = (target, respec)
     if again:
-        redone = _run_probes(list(again.values()), heartbeat, heartbeat_every)
+        redone = _run_probes(list(again.values()), heartbeat, heartbeat_every, timeout)
         for i, second in zip(again, redone, strict=True):
             outcomes[i] = second
     items = []
@@ -129,6 +139,7 @@ def _run_probes(
     jobs: list[tuple[SSHTarget, commands.ProbeSpec]],
     heartbeat: Callable[[], None] | None,
     every: float,
+    command_timeout: float,
 ) -> list[ProbeOutcome]:
     if not jobs:
         return []
@@ -141,7 +152,7 @@ def _run_probes(
             jobs,
             concurrency=settings.PROBE_CONCURRENCY,
             connect_timeout=settings.SSH_CONNECT_TIMEOUT,
-            command_timeout=settings.SSH_COMMAND_TIMEOUT,
+            command_timeout=command_timeout,
         )
 
     return ssh_loop.call(round_of_probes(), heartbeat=heartbeat, every=every)
@@ -154,6 +165,7 @@ def host_probe(
     integrity: bool | None = None,
     heartbeat: Callable[[], None] | None = None,
     heartbeat_every: float = 10.0,
+    gpu_diagnostic: int = 0,
 ) -> StateSnapshot:
     return hosts_probe(
         hosts=[host],
@@ -161,4 +173,5 @@ def host_probe(
         integrity=integrity,
         heartbeat=heartbeat,
         heartbeat_every=heartbeat_every,
+        gpu_diagnostic=gpu_diagnostic,
     )[0]

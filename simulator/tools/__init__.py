@@ -10,7 +10,7 @@ systemctl and journalctl share); `interface` is what the shell and the tools exc
 
 from __future__ import annotations
 
-from . import basics, curl, files, journalctl, nvidia, ps, python, simctl, systemctl
+from . import basics, curl, dcgmi, files, journalctl, nvidia, ps, python, simctl, systemctl
 from .files import writable
 from .interface import Context, Result, Tool
 from .python import interpreters
@@ -29,6 +29,7 @@ COMMANDS: dict[str, Tool] = {
     "systemctl": systemctl.systemctl,
     "journalctl": journalctl.journalctl,
     "nvidia-smi": nvidia.nvidia_smi,
+    "dcgmi": dcgmi.dcgmi,
     "curl": curl.curl,
     "ps": ps.ps,
     "python3": python.python,

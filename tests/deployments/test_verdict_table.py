@@ -107,6 +107,22 @@ def persistence_off() -> health.HostEvidence:
 
 # code -> (the host with that fault, the level the verdict gives it, words its reason carries);
 # the levels are written here, not read from the table, so changing one fails its case.
+def diagnosed(status: str) -> health.HostEvidence:
+    """A host whose newest DCGM diagnostic (an hour old) judged one test `status` on GPU 5."""
+    tests = [
+        {"category": "Deployment", "name": "Denylist", "status": "pass", "gpus": [0, 1]},
+        {"category": "Deployment", "name": "Page Retirement/Row Remap", "status": status,
+         "gpus": [5], "warnings": ["GPU 5 has pending or failed row remappings"]},
+    ]  # fmt: skip
+    parsed = state(gpu_diagnostic={"level": 1, "version": "3.3.9", "tests": tests})
+    ev = evidence()
+    facts = health.SnapshotFacts(
+        pk=4, status="ok", taken_at=NOW - dt.timedelta(hours=1), error="",
+        state=HostState.from_json(parsed),
+    )  # fmt: skip
+    return health.HostEvidence(**{**ev.__dict__, "gpu_diagnostic": facts})
+
+
 RESET = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 
 # code -> (the host with that fault, words its reason must carry)
@@ -172,6 +188,16 @@ CASES: dict[str, tuple[Any, str | None, str]] = {
         "GPU 4: clocks held down by HW slowdown, HW thermal slowdown",
     ),
     "persistence_off": (persistence_off, DEGRADED, "persistence mode is off on every GPU"),
+    "gpu_diagnostic_failed": (
+        lambda: diagnosed("fail"),
+        FAILED,
+        "DCGM diagnostic level 1 (snapshot #4, 60 min ago): Page Retirement/Row Remap on GPU 5",
+    ),
+    "gpu_diagnostic_warning": (
+        lambda: diagnosed("warn"),
+        DEGRADED,
+        "DCGM diagnostic level 1 (snapshot #4, 60 min ago) warned: Page Retirement/Row Remap",
+    ),
     "engine_dead": (
         lambda: evidence(with_server(healthy=False, health_http_status=503)),
         FAILED,
@@ -248,3 +274,12 @@ def test_the_readme_documents_every_row() -> None:
     section = section.split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M))
     assert documented == {row.code for row in ROWS}
+
+
+def test_a_diagnostic_that_did_not_run_is_shown_not_weighed() -> None:
+    ev = diagnosed("pass")
+    assert verdict_of(ev) == ("healthy", set())
+    assert ev.gpu_diagnostic is not None
+    ev.gpu_diagnostic.state.gpu_diagnostic.error = "DCGM is not installed on this host (no dcgmi)"
+    ev.gpu_diagnostic.state.gpu_diagnostic.tests = []
+    assert verdict_of(ev) == ("healthy", set())

@@ -119,10 +119,13 @@ def h100_uuids() -> list[str]:
 
 
 def gpu_error_rows(aggregate: dict[int, int] | None = None) -> str:
-    """`gpu_errors` of a healthy H100 host: no lifetime uncorrectable errors, and page
-    retirement `[N/A]` (Hopper remaps rows instead)."""
+    """`gpu_errors` of a healthy H100 host: no lifetime uncorrectable errors, page retirement
+    `[N/A]` (Hopper remaps rows instead), MIG off."""
     counts = aggregate or {}
-    return "".join(f"{i}, {bus}, {counts.get(i, 0)}, [N/A]\n" for i, bus in enumerate(H100_BUS_IDS))
+    rows = (
+        f"{i}, {bus}, {counts.get(i, 0)}, [N/A], Disabled\n" for i, bus in enumerate(H100_BUS_IDS)
+    )
+    return "".join(rows)
 
 
 def remapped_row_rows(rows: dict[int, str] | None = None) -> str:

@@ -43,10 +43,10 @@ LOST_LINE = (
 
 def test_gpu_errors_rows_with_counters_and_not_available_values() -> None:
     text = (
-        "0, 00000000:18:00.0, 0, [N/A]\n"
-        "1, 00000000:2A:00.0, 3, [N/A]\n"
-        "2, 00000000:3A:00.0, [N/A], No\n"
-        "3, 00000000:5D:00.0, [Not Supported], Yes\n"
+        "0, 00000000:18:00.0, 0, [N/A], Disabled\n"
+        "1, 00000000:2A:00.0, 3, [N/A], Enabled\n"
+        "2, 00000000:3A:00.0, [N/A], No, [N/A]\n"
+        "3, 00000000:5D:00.0, [Not Supported], Yes, [Not Supported]\n"
     )
     rows = parse_gpu_errors(text)
     assert [r.index for r in rows] == [0, 1, 2, 3]
@@ -54,10 +54,12 @@ def test_gpu_errors_rows_with_counters_and_not_available_values() -> None:
     assert rows[0].pci_bus_id == "00000000:18:00.0"
     assert rows[2].ecc_uncorrected_aggregate is None and rows[2].retired_pages_pending is False
     assert rows[3].ecc_uncorrected_aggregate is None and rows[3].retired_pages_pending is True
+    assert [r.mig_mode for r in rows] == [False, True, None, None]
 
 
 def test_gpu_errors_keep_good_rows_beside_a_lost_gpu() -> None:
-    text = f"0, 00000000:18:00.0, 0, [N/A]\n{LOST_LINE}\n2, 00000000:3A:00.0, 0, [N/A]\n"
+    good = "00000000:18:00.0, 0, [N/A], Disabled"
+    text = f"0, {good}\n{LOST_LINE}\n2, {good}\n"
     problems: list[str] = []
     rows = parse_gpu_errors(text, problems=problems)
     assert [r.index for r in rows] == [0, 2]
@@ -69,9 +71,9 @@ def test_gpu_errors_keep_good_rows_beside_a_lost_gpu() -> None:
     [
         ("", "printed nothing"),
         (MISMATCH, "Driver/library version mismatch"),
-        ("0, 00000000:18:00.0, 0\n", "expected 4 columns"),  # cut short
-        ("0, 00000000:18:00.0, many, No\n", "not a number"),
-        ("0, 00000000:18:00.0, 0, Maybe\n", "not yes or no"),
+        ("0, 00000000:18:00.0, 0\n", "expected 5 columns"),  # cut short
+        ("0, 00000000:18:00.0, many, No, Disabled\n", "not a number"),
+        ("0, 00000000:18:00.0, 0, Maybe, Disabled\n", "not yes or no"),
     ],
 )
 def test_gpu_errors_that_cannot_be_read_raise(text: str, message: str) -> None:

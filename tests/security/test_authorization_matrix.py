@@ -122,6 +122,7 @@ RULES: dict[str, Rule] = {
     # the requester (an operator), or an approver who is also an operator
     "deployments:cancel": page(POST=OPERATOR),
     "deployments:approvals": page(GET=VIEWER),
+    "deployments:gpu_diagnostic": page(POST=OPERATOR),
     # the audit log
     "audit:history": page(GET=VIEWER),
     "audit:event": page(GET=VIEWER),
