@@ -99,6 +99,12 @@ class Host(models.Model):
     # that finds both unchanged (and the verdict too) writes no audit event (hosts.services).
     last_status = models.CharField(max_length=20, blank=True, editable=False)
     material_digest = models.CharField(max_length=64, blank=True, editable=False)
+    # Maintenance: someone is working on the host. Probes go on; automation (rollouts, verdict
+    # webhooks) leaves it alone until `maintenance_until`. Written by hosts.services.maintenance.
+    maintenance_reason = models.TextField(blank=True, editable=False)
+    maintenance_since = models.DateTimeField(null=True, blank=True, editable=False)
+    maintenance_until = models.DateTimeField(null=True, blank=True, editable=False)
+    maintenance_by = models.CharField(max_length=150, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -118,6 +124,11 @@ class Host(models.Model):
     @property
     def presented_key_fingerprint(self) -> str:
         return _key_fingerprint(self.presented_host_key)
+
+    def in_maintenance(self, now: dt.datetime | None = None) -> bool:
+        """In maintenance at `now`: entered, and its end time not yet passed."""
+        now = now or timezone.now()
+        return self.maintenance_until is not None and now < self.maintenance_until
 
     def probe_due(self, now: dt.datetime | None = None) -> bool:
         now = now or timezone.now()

@@ -141,10 +141,10 @@ def test_viewers_and_approvers_cannot_request(viewer, approver, deployment, host
 
 
 def test_a_requester_cannot_approve_their_own_request(deployment, host, catalog, operator):
-    from controlplane.accounts.roles import ensure_role_groups
+    from controlplane.accounts.roles import ensure_role_groups, scope_forget
 
     operator.groups.add(ensure_role_groups()["approver"])
-    operator._controlplane_roles = None
+    scope_forget(operator)
     change = swap(operator, deployment, f.make_snapshot(host), catalog["INT4"])
     with pytest.raises(services.ChangeRefused, match="two-person rule") as refused:
         services.change_request_approve(
