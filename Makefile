@@ -25,8 +25,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# `make run PORT=8080 HOSTS=8`: the web server's port and the simulated fleet's size; the fleet's
+# hosts listen for SSH on FLEET_PORT and the ports after it.
+PORT ?= 8000
+HOSTS ?= 4
+FLEET_PORT ?= 2201
 run: install
-	$(BIN)/python manage.py demo
+	$(BIN)/python manage.py demo --bind 127.0.0.1:$(PORT) --hosts $(HOSTS) --base-port $(FLEET_PORT)
 
 # Another apt-get (unattended upgrades, a second `make test`) may hold the dpkg lock: wait for it
 # instead of failing. `apt-get update` takes the lists lock, which that option does not cover.

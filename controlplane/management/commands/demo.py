@@ -94,6 +94,11 @@ class Command(BaseCommand):
         run_dir = Path(os.environ.get("DEMO_RUN_DIR") or Path(settings.BASE_DIR) / ".run")
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = self._single_instance(run_dir)
+        try:
+            _require_ports_free(options)
+        except CommandError:
+            lock.close()
+            raise
         env = self._environment(run_dir)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("demo_users", stdout=io.StringIO())
@@ -195,6 +200,47 @@ class Command(BaseCommand):
         self.stdout.write("Demo logins (user / password / role):")
         call_command("demo_users", stdout=self.stdout)
         self.stdout.write("Ctrl-C stops everything.\n")
+
+
+def _port_taken(host: str, port: int) -> bool:
+    """Whether something already listens on host:port (binding it is refused)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR as the servers set it: a port held only by TIME_WAIT sockets is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _require_ports_free(options: dict[str, Any]) -> None:
+    """Refuse, saying what to run instead, when the web port or a host's SSH port is taken:
+    otherwise a child fails a moment later with a traceback about an address in use."""
+    host, _, port_text = str(options["bind"]).rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise CommandError(f"--bind takes HOST:PORT, not {options['bind']!r}") from None
+    if not 1 <= port <= 65535:
+        raise CommandError(f"--bind's port must be 1 to 65535, not {port}")
+    if not 1 <= options["hosts"] <= 999:
+        raise CommandError(f"the demo runs 1 to 999 simulated hosts, not {options['hosts']}")
+    if _port_taken(host, port):
+        raise CommandError(
+            f"port {port} on {host} is taken (another `make run`, or another server): stop it, "
+            f"or pick another port, e.g. `make run PORT={port + 80}`"
+        )
+    first = options["base_port"]
+    taken = [p for p in range(first, first + options["hosts"]) if _port_taken("127.0.0.1", p)]
+    if taken:
+        raise CommandError(
+            f"the simulated hosts' SSH ports {first}..{first + options['hosts'] - 1} are not all "
+            f"free ({', '.join(map(str, taken[:5]))} taken): stop what holds them, or move the "
+            f"fleet, e.g. `make run FLEET_PORT={first + 100}`"
+        )
 
 
 def _stop_all(procs: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
