@@ -105,10 +105,12 @@ def test_a_running_job_without_its_lease_has_beaten_since_it_started(operator, c
         running = request(operator, catalog)
         move(running, ChangeStatus.RUNNING)
         other = request(operator, catalog, host_name="gpu-02", port=2202)
-        # The host's lease row names another job (an earlier one), not this one.
+        # The host's lease row names another job, whose last renewal was an hour earlier.
+        earlier = T0 - dt.timedelta(hours=1)
         HostLease.objects.create(
-            host=running.host, holder=other, fencing_token=3, heartbeat_at=T0, expires_at=T0
-        )
+            host=running.host, holder=other, fencing_token=3, heartbeat_at=earlier,
+            expires_at=earlier,
+        )  # fmt: skip
     with time_machine.travel(T0 + dt.timedelta(minutes=4), tick=False):
         metrics = scrape()
     heartbeat = metrics.series("controlplane_job_heartbeat_age_seconds", change=str(running.pk))
