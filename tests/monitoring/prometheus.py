@@ -62,8 +62,21 @@ class Prometheus:
         assert body["status"] == "success", body
         return body["data"]
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        return list(self.api("query", query=expr)["result"])
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expr} if at is None else {"query": expr, "time": str(at)}
+        return list(self.api("query", **params)["result"])
+
+    def scraped_at(self, scrapes: int = 1) -> float:
+        """A moment at which the newest of at least `scrapes` good scrapes is current: queries
+        at that moment see a whole scrape, even if a later one fails (a slow scrape on a busy
+        machine times out, and Prometheus then marks the target's series stale)."""
+
+        def good() -> float | None:
+            last = "controlplane_metrics_collect_seconds"
+            found = self.query(f"{last} and count_over_time({last}[1m]) >= {scrapes}")
+            return float(found[0]["value"][0]) if found else None
+
+        return float(wait_until(good, timeout=60, explain=self.explain))
 
     def explain(self) -> str:
         return self.log.read_text()[-3000:]
@@ -73,7 +86,7 @@ class Prometheus:
 def prometheus_scraping(
     *, target: str, token: str, wrong_token: str | None = None
 ) -> Iterator[Prometheus]:
-    """Prometheus scraping http://<target>/metrics every second with the token, as the
+    """Prometheus scraping http://<target>/metrics every 2 seconds with the token, as the
     README's scrape configuration does, with the shipped alerting rules loaded. With
     `wrong_token`, a second job scrapes with that one."""
     binary = debian_binary("prometheus")
@@ -97,7 +110,12 @@ def prometheus_scraping(
                 }
             )
         config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            # A scrape may take its whole interval on a busy machine.
+            "global": {
+                "scrape_interval": "2s",
+                "scrape_timeout": "2s",
+                "evaluation_interval": "1s",
+            },
             "rule_files": [str(home / "alerts.yml")],
             "scrape_configs": scrape_configs,
         }

@@ -65,17 +65,21 @@ def test_prometheus_scrapes_metrics_and_loads_the_rules(live_server, operator, m
             active = prom.api("targets")["activeTargets"]
             return {t["labels"]["job"]: t for t in active if t["health"] != "unknown"}
 
-        scraped = wait_until(lambda: len(targets()) == 2 and targets(), explain=prom.explain)
-        assert scraped["gpu-controlplane"]["health"] == "up", scraped["gpu-controlplane"]
-        # The same endpoint refuses a scraper with the wrong token.
-        assert scraped["wrong-token"]["health"] == "down"
-        assert "401" in scraped["wrong-token"]["lastError"]
+        def scraped() -> dict:
+            seen = targets()
+            ok = seen.get("gpu-controlplane", {}).get("health") == "up"
+            return seen if ok and "wrong-token" in seen else {}
 
-        up = prom.query('controlplane_host_up{job="gpu-controlplane"}')
+        # The same endpoint refuses a scraper with the wrong token.
+        refused = wait_until(scraped, explain=prom.explain)["wrong-token"]
+        assert refused["health"] == "down" and "401" in refused["lastError"], refused
+        at = prom.scraped_at()
+
+        up = prom.query('controlplane_host_up{job="gpu-controlplane"}', at)
         assert {r["metric"]["host"]: r["value"][1] for r in up} == {"gpu-01": "1", "gpu-02": "1"}
         level = {lv["concurrency"]: lv for lv in made["bench"].levels}[64]
         [tok_s] = prom.query(
-            'controlplane_benchmark_output_tokens_per_second{role="current", concurrency="64"}'
+            'controlplane_benchmark_output_tokens_per_second{role="current", concurrency="64"}', at
         )
         assert tok_s["metric"]["host"] == "gpu-01" and tok_s["metric"]["revision"] == "4"
         assert float(tok_s["value"][1]) == level["output_tok_s"]
@@ -86,7 +90,7 @@ def test_prometheus_scrapes_metrics_and_loads_the_rules(live_server, operator, m
         changes = annotation_expr(EVENT_SOURCES[0]).replace("$host", ".*")
         events = {
             r["metric"]["event"]: float(r["value"][1])
-            for r in prom.query(changes)
+            for r in prom.query(changes, at)
             if r["metric"]["change"] == str(restart.pk)
         }
         assert events == {
@@ -124,13 +128,12 @@ def test_every_dashboard_query_runs_on_prometheus(live_server, operator, metrics
     dashboard = json.loads(DASHBOARD.read_text())
     with prometheus_scraping(target=target, token=metrics_token) as prom:
         # Two scrapes at least, so that increase() over the job outcomes has a value.
-        scraped = "count_over_time(controlplane_metrics_collect_seconds[1m]) >= 2"
-        wait_until(lambda: prom.query(scraped), explain=prom.explain)
+        at = prom.scraped_at(scrapes=2)
         answered = {}
         for expr in queries(dashboard):
             # What Grafana sends with "All" hosts selected; a query Prometheus cannot parse
             # fails the request (Prometheus.api asserts success).
-            answered[expr] = prom.query(expr.replace("$host", ".*"))
+            answered[expr] = prom.query(expr.replace("$host", ".*"), at)
     empty = [expr for expr, result in answered.items() if not result]
     # With GPUs, a benchmark, a suite and a change scraped, only the panels of what this
     # fleet has not got (a running or queued job) are empty.
