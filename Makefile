@@ -15,7 +15,7 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install run test quick lint typecheck pytest chromium visudo compose-check real-engine-env clean
+.PHONY: install run test quick lint typecheck pytest chromium visudo prometheus compose-check real-engine-env clean
 
 install: $(STAMP)
 
@@ -53,6 +53,14 @@ visudo:
 	  echo "Installing Debian's sudo for visudo..."; \
 	  $(call apt_install,sudo); }
 
+# Debian's prometheus: promtool checks and unit-tests controlplane/monitoring/alerts.yml, and a
+# real server scrapes a live /metrics (tests/monitoring/test_alert_rules.py,
+# test_prometheus_scrape.py). The tests start their own server, on a free port.
+prometheus:
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
+	  echo "Installing Debian's prometheus for the alerting-rule and scrape tests..."; \
+	  $(call apt_install,prometheus); }
+
 compose-check:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  echo "Installing Debian's docker-compose to validate docker-compose.yml..."; \
@@ -75,7 +83,7 @@ typecheck: install
 real-engine-env: install
 	$(BIN)/python tests/real_engine/environment.py
 
-pytest: install chromium visudo real-engine-env
+pytest: install chromium visudo prometheus real-engine-env
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
 	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \

@@ -327,6 +327,11 @@ SPECTACULAR_SETTINGS = api_settings.SPECTACULAR_SETTINGS
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # controlplane_probe_outcomes counts snapshots taken within this trailing window.
 METRICS_PROBE_WINDOW_SECONDS = env.int("METRICS_PROBE_WINDOW_SECONDS", default=3600)
+# A change stays in controlplane_change_event_timestamp_seconds (the dashboard's annotations)
+# this long after its last event, and at most this many changes are exposed: Prometheus needs to
+# scrape each event once within the window to keep it.
+METRICS_CHANGE_WINDOW_SECONDS = env.int("METRICS_CHANGE_WINDOW_SECONDS", default=86400)
+METRICS_CHANGE_EVENTS_MAX = env.int("METRICS_CHANGE_EVENTS_MAX", default=1000)
 # Outgoing webhooks: a delivery is tried once, then again after each of these delays (seconds),
 # so the default makes 5 attempts over about 7 minutes.
 WEBHOOK_RETRY_DELAYS = env.list("WEBHOOK_RETRY_DELAYS", cast=float, default=[10, 30, 90, 270])

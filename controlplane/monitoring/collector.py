@@ -20,6 +20,8 @@ from hosts.choices import HostKeyStatus, SnapshotStatus, Verdict
 from hosts.state import ServerState
 
 from . import selectors
+from .annotations import EVENT_SOURCES
+from .evaluations import evaluation_families
 from .gpu_faults import add_gpu_faults, gpu_fault_family_set
 
 MIB = 1048576
@@ -59,6 +61,9 @@ class ControlPlaneCollector:
         data = selectors.fleet_metrics()
         yield from self._host_families(data)
         yield from self._fleet_families(data)
+        yield from evaluation_families(selectors.exposed_evaluations())
+        for source in EVENT_SOURCES:
+            yield from source.collect(data.now)
         took = _gauge("metrics_collect_seconds", "Time this scrape spent reading the database.")
         took.add_metric([], time.perf_counter() - started)
         yield took
@@ -140,6 +145,12 @@ HOST_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     ),
     ("host_enabled", "1 if the host is probed on schedule.", ["host"]),
     (
+        "probe_interval_seconds",
+        "How often the host is probed on schedule: what an alert on stale snapshots compares "
+        "their age with.",
+        ["host"],
+    ),
+    (
         "host_verdict",
         "1 for the host's health verdict (healthy, changing, degraded, unknown, failed), 0 for "
         "the others; the same verdict, from the same evidence, as the fleet page. changing: a "
@@ -187,6 +198,8 @@ def _add_host(
 ) -> None:
     name = host.name
     families["host_enabled"].add_metric([name], 1.0 if host.enabled else 0.0)
+    if host.probe_interval_seconds is not None:
+        families["probe_interval_seconds"].add_metric([name], float(host.probe_interval_seconds))
     for verdict in Verdict.values:
         families["host_verdict"].add_metric([name, verdict], float(verdict == host.verdict))
     for choice in HostKeyStatus.values:

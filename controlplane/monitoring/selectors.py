@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Min
+from django.db.models import Case, Count, Min, OuterRef, Q, Subquery, When
 from django.utils import timezone
 
 from controlplane.audit.models import AuditVerification
 from controlplane.audit.selectors import verification_latest
-from deployments.choices import ChangeStatus
-from deployments.models import ChangeRequest
+from deployments.choices import ACTIVE_JOB_STATUSES, ChangeStatus, EvaluationKind
+from deployments.models import Approval, ChangeRequest, Deployment, DeploymentRevision, Evaluation
 from hosts.models import Host, StateSnapshot
 from hosts.selectors import newest_snapshot_id
 
@@ -33,6 +33,7 @@ class HostRow:
     host_key_status: str
     snapshot: StateSnapshot | None
     verdict: str = "unknown"
+    probe_interval_seconds: int | None = None
 
 
 @dataclass
@@ -55,7 +56,15 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
     rows = list(
         Host.objects.annotate(latest_snapshot_id=newest_snapshot_id())
         .order_by("name")
-        .values("id", "name", "enabled", "host_key_status", "latest_snapshot_id", "health__verdict")
+        .values(
+            "id",
+            "name",
+            "enabled",
+            "host_key_status",
+            "latest_snapshot_id",
+            "health__verdict",
+            "probe_interval_seconds",
+        )
     )
     ids = [r["latest_snapshot_id"] for r in rows if r["latest_snapshot_id"]]
     snapshots = StateSnapshot.objects.only(*SNAPSHOT_FIELDS).in_bulk(ids)
@@ -67,6 +76,7 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
             host_key_status=r["host_key_status"],
             snapshot=snapshots.get(r["latest_snapshot_id"]),
             verdict=r["health__verdict"] or "unknown",
+            probe_interval_seconds=r["probe_interval_seconds"],
         )
         for r in rows
     ]
@@ -112,4 +122,82 @@ def fleet_metrics(now: dt.datetime | None = None) -> FleetMetrics:
         changes=changes,
         oldest_waiting=min(waiting) if waiting else None,
         verification=verification_latest(),
+    )
+
+
+def exposed_evaluations() -> list[Evaluation]:
+    """The newest finished coherence suite and benchmark of each deployment's current revision
+    and of its previous one (the newest other revision that was written to the host), in one
+    query: at most four rows per deployment, however long its history.
+
+    Two revisions, so that after a swap the dashboard shows the new figures beside the ones
+    they replaced, and after a rollback the figures that made it roll back.
+    """
+    previous = (
+        DeploymentRevision.objects.filter(deployment=OuterRef("pk"), number__isnull=False)
+        .exclude(pk=OuterRef("current_revision_id"))
+        .order_by("-number")
+        .values("pk")[:1]
+    )
+    shown = Q(pk__in=Deployment.objects.values("current_revision_id")) | Q(
+        pk__in=Deployment.objects.annotate(previous=Subquery(previous)).values("previous")
+    )
+    revisions = DeploymentRevision.objects.filter(shown).annotate(
+        suite=_newest_finished(EvaluationKind.COHERENCE),
+        bench=_newest_finished(EvaluationKind.BENCHMARK),
+    )
+    return list(
+        Evaluation.objects.filter(
+            Q(pk__in=revisions.values("suite")) | Q(pk__in=revisions.values("bench"))
+        )
+        .select_related("deployment__host", "revision__model", "profile")
+        .defer("revision__unit_text", "deployment__host__presented_host_key")
+        .order_by("deployment__host__name", "deployment__unit", "-revision__number", "kind")
+    )
+
+
+def _newest_finished(kind: str) -> Subquery:
+    # Finished runs only: one still running (or cut off with its worker) has no figures yet.
+    # The evaluation_latest index (revision, kind, started_at) answers it.
+    return Subquery(
+        Evaluation.objects.filter(revision=OuterRef("pk"), kind=kind, finished_at__isnull=False)
+        .order_by("-started_at", "-pk")
+        .values("pk")[:1]
+    )
+
+
+def change_activity(*, since: dt.datetime, limit: int) -> list[ChangeRequest]:
+    """Changes with an event (requested, started, finished) since `since`, and every queued or
+    running one however old, in one query: what the change annotations and the job gauges read.
+    Queued and running ones first, so the limit never drops a job an alert watches.
+
+    Each carries `approved_at` (its newest approval: when a change that needed one was
+    queued), its host's lease and its revisions' models, but not the revisions' unit files.
+    """
+    active = Q(status__in=ACTIVE_JOB_STATUSES)
+    recent = Q(created_at__gte=since) | Q(started_at__gte=since) | Q(finished_at__gte=since)
+    approved_at = Subquery(
+        Approval.objects.filter(change=OuterRef("pk"))
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
+    return list(
+        ChangeRequest.objects.filter(active | recent)
+        .select_related(
+            "host__lease",
+            "deployment__model",
+            "from_revision__model",
+            "target_revision__model",
+        )
+        .defer(
+            "params",
+            "drift_report",
+            "reason",
+            "status_reason",
+            "from_revision__unit_text",
+            "target_revision__unit_text",
+            "host__presented_host_key",
+        )
+        .annotate(approved_at=approved_at)
+        .order_by(Case(When(active, then=0), default=1), "-created_at", "-pk")[:limit]
     )

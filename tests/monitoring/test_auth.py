@@ -8,6 +8,7 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 
+from deployments import services as change_services
 from tests import factories as f
 
 from .conftest import TOKEN
@@ -93,3 +94,18 @@ def test_only_get_and_head(client, metrics_token):
     auth = {"HTTP_AUTHORIZATION": f"Bearer {metrics_token}"}
     assert client.head("/metrics", **auth).status_code == 200
     assert client.post("/metrics", **auth).status_code == 405
+
+
+def test_the_change_annotations_are_behind_the_same_door(client, viewer, outsider, operator):
+    """Grafana's change annotations are /metrics series: whoever may not scrape may not see
+    which changes ran where."""
+    catalog = f.make_catalog()
+    deployment = f.make_deployment(f.make_host("gpu-01"), catalog["NVFP4"])
+    change_services.change_request_create(
+        user=operator, deployment=deployment, kind="restart",
+        snapshot=f.make_snapshot(deployment.host), reason="patch",
+    )  # fmt: skip
+    client.force_login(outsider)
+    assert client.get("/metrics").status_code == 403
+    client.force_login(viewer)
+    assert b"controlplane_change_event_timestamp_seconds{" in client.get("/metrics").content

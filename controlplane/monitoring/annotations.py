@@ -1,0 +1,55 @@
+"""What Grafana draws as annotations: each event the control plane records as a gauge whose
+value is the event's time, read by the bundled dashboard's Prometheus annotation queries with
+"Series value as timestamp".
+
+Why Prometheus and not an annotations endpoint: a stock Grafana reads annotations from the data
+sources it has, and the dashboard already has Prometheus. A JSON endpoint would need a plugin
+(Infinity or JSON API, neither bundled) and a second data source holding a token; Grafana's own
+annotation store would need the control plane to push to Grafana with a Grafana token. Because
+the value is the event's own time, a change scraped late (Prometheus down, or started before
+the first scrape) still lands where it happened, as long as it is scraped within the window.
+
+Each source below is one family of event timestamps and the query the dashboard runs on it.
+Rollouts add theirs here (a family such as controlplane_rollout_event_timestamp_seconds, its
+reader, and an entry in the dashboard's annotations list); tests/monitoring/test_dashboard.py
+fails until the dashboard draws every source.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from prometheus_client.core import Metric
+
+from .change_events import change_families
+
+
+@dataclass(frozen=True)
+class EventSource:
+    """One kind of event drawn on the dashboard."""
+
+    name: str  # the dashboard annotation's name
+    family: str  # the gauge holding each event's Unix time
+    collect: Callable[[dt.datetime], Iterable[Metric]]  # reads; its families, this one included
+    title: str  # Grafana's titleFormat, over the family's labels
+    text: str  # textFormat
+    tags: str  # tagKeys
+
+
+CHANGES = EventSource(
+    name="Changes",
+    family="controlplane_change_event_timestamp_seconds",
+    collect=change_families,
+    title="{{kind}} {{event}} on {{host}}",
+    text="change #{{change}} {{unit}}: {{from_model}} → {{model}} {{outcome}}",
+    tags="host,kind,event,outcome",
+)
+
+EVENT_SOURCES: tuple[EventSource, ...] = (CHANGES,)
+
+
+def annotation_expr(source: EventSource) -> str:
+    """The dashboard's query: milliseconds, as Grafana reads a value used as a timestamp."""
+    return f'{source.family}{{host=~"$host"}} * 1000'
