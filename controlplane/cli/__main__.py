@@ -1,0 +1,5 @@
+"""`python -m controlplane.cli`, the same as the `cpctl` console script."""
+
+from .main import main
+
+main()
