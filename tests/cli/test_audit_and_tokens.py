@@ -44,6 +44,14 @@ def test_search_uses_the_history_pages_filters(cpctl_as, viewer, events):
     assert "since:" in ran.err
 
 
+def test_search_follows_the_pages_up_to_the_limit(cpctl_as, viewer, events):
+    for i in range(240):
+        audit.record(action="test.bulk", actor="system:test", data={"i": i})
+    found = cpctl_as(viewer)("audit", "search", "--action", "test.bulk", "--limit", "230", "--json")
+    assert found.code == 0, found
+    assert [e["data"]["i"] for e in found.json()] == list(range(239, 9, -1))  # two pages
+
+
 def test_export_streams_jsonl_to_a_file_and_csv_to_stdout(cpctl_as, viewer, events, tmp_path):
     cpctl = cpctl_as(viewer)
     target = tmp_path / "audit.jsonl"
