@@ -3,6 +3,7 @@ can read; never the command line. And what it says when there is nothing to talk
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -51,6 +52,18 @@ def test_a_config_file_others_may_read_is_refused(cpctl_offline, tmp_path):
     path.chmod(0o600)
     ran = cpctl_offline("hosts", "list")
     assert ran.code == ExitCode.UNREACHABLE, ran
+
+
+def test_a_config_file_someone_else_owns_is_refused(cpctl_offline, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root (CI runs as root)")
+    path = tmp_path / "cpctl.toml"
+    path.write_text(f'url = "http://127.0.0.1:9"\ntoken = "{SECRET}"\n')
+    path.chmod(0o600)
+    os.chown(path, 65534, 65534)  # nobody: whoever can write it could point cpctl elsewhere
+    ran = cpctl_offline("hosts", "list", env={"CPCTL_CONFIG": str(path)})
+    assert ran.code == ExitCode.USAGE, ran
+    assert "belongs to another user" in ran.err
 
 
 def test_the_config_file_names_only_known_keys(cpctl_offline, tmp_path):
