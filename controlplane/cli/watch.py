@@ -29,15 +29,16 @@ def watch(
     steps: dict[int, tuple[Any, ...]] = {}
     while True:
         change = client.get(f"changes/{change_id}/")
-        if change["status"] != status:
-            status = change["status"]
-            reason = f": {change['status_reason']}" if change.get("status_reason") else ""
-            say(f"change #{change_id} {change['kind']} on {change['host']}: {status}{reason}")
+        # Steps first: the status that ends the change is the last line printed.
         for step in change.get("steps") or []:
             seen = (step["status"], step.get("exit_status"), step.get("finished_at"))
             if steps.get(step["seq"]) != seen:
                 steps[step["seq"]] = seen
                 say(step_line(step))
+        if change["status"] != status:
+            status = change["status"]
+            reason = f": {change['status_reason']}" if change.get("status_reason") else ""
+            say(f"change #{change_id} {change['kind']} on {change['host']}: {status}{reason}")
         if change.get("finished_at"):
             return change, outcome(change["status"])
         if deadline is not None and time.monotonic() >= deadline:

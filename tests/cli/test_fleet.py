@@ -106,7 +106,8 @@ def test_a_restart_requested_approved_and_watched_from_the_cli(
 
     ran = as_approver("changes", "watch", change_id, "--interval", "0.3", "--timeout", "120")
     assert ran.code == 0, ran
-    assert ran.out.rstrip().endswith("succeeded"), ran
+    last = ran.out.rstrip().splitlines()[-1]
+    assert last.startswith(f"change #{change_id} restart on gpu-01: succeeded"), ran
     change = ChangeRequest.objects.get(pk=change_id)
     assert change.status == ChangeStatus.SUCCEEDED
     for step in change.steps.all():
