@@ -2,4 +2,7 @@
 
 from .main import main
 
-main()
+# Guarded: importing every product module (as a test of the production image does) must not
+# run the client.
+if __name__ == "__main__":
+    main()

@@ -15,29 +15,30 @@ from .exits import ExitCode
 
 # The history page's filters, as the API takes them (controlplane.audit.forms.EventFilterForm):
 # the server parses and checks each one.
-FILTERS = {
-    "action": 'Exact, or a prefix ending in "." or "*" (change.*).',
-    "actor": "A user name or a system actor, exactly.",
-    "host": "A host's name or id.",
-    "target": '"type:id" (hosts.host:3) or part of a label.',
-    "since": "From this time (UTC), e.g. 2026-12-01T09:00.",
-    "until": "Before this time (UTC).",
-    "text": "Free text over names, labels and data.",
-    "correlation": "One request's or change's events.",
-}
+FILTERS = (
+    ("action", 'Exact, or a prefix ending in "." or "*".'),
+    ("actor", "A user name or a system actor, exactly."),
+    ("host", "A host's name or id."),
+    ("target", '"type:id" (hosts.host:3) or part of a label.'),
+    ("since", "From this time (UTC), e.g. 2026-12-01T09:00."),
+    ("until", "Before this time (UTC)."),
+    ("text", "Free text over names, labels and data."),
+    ("correlation", "One request's or change's events."),
+)
+NAMES = frozenset(name for name, _ in FILTERS)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def filter_options(f: F) -> F:
-    for name, text in reversed(FILTERS.items()):
+    for name, text in reversed(FILTERS):
         f = click.option(f"--{name}", help=text)(f)
     return f
 
 
 def chosen(filters: dict[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in filters.items() if k in FILTERS and v}
+    return {k: v for k, v in filters.items() if k in NAMES and v}
 
 
 @click.group()

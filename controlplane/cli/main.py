@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -53,7 +54,10 @@ def show_config() -> None:
     """Which server cpctl talks to and where the token comes from (never the token)."""
     found = config.load()
     click.echo(f"server  {found.url} (from {found.url_from})")
-    click.echo(f"token   {found.token[:12]}… (from {found.token_from})")
+    # A token is `<prefix>_<secret>`, the prefix (cpt_ and 8 hex digits) being what the token
+    # pages list; anything else is shown as set, not in part.
+    prefix = found.token[:12] if re.fullmatch(r"cpt_[0-9a-f]{8}_.+", found.token) else "set"
+    click.echo(f"token   {prefix}… (from {found.token_from})")
 
 
 cli.add_command(hosts.hosts)
