@@ -15,12 +15,19 @@ from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
 from hosts.models import Host
 from tests import factories as f
-from tests.browser.conftest import probe
 from tests.fleet import register
 
 pytestmark = pytest.mark.integration
 
 INT4 = "/models/moonshotai/Kimi-K2.5-INT4"
+
+
+def probe(host: Host) -> None:
+    """A fresh ok snapshot, taken in the test through the service the worker runs."""
+    from hosts import services
+
+    snapshot = services.host_probe(host=Host.objects.get(pk=host.pk), trigger="manual")
+    assert snapshot.status == "ok", snapshot.error
 
 
 def test_the_fleet_a_probe_a_snapshot_and_a_journal(cpctl_as, operator, make_fleet, tmp_path):
@@ -112,6 +119,10 @@ def test_a_restart_requested_approved_and_watched_from_the_cli(
     assert change.status == ChangeStatus.SUCCEEDED
     for step in change.steps.all():
         assert f"step {step.seq:>2} {step.name}: {step.status}" in ran.out, ran
+
+    # A probe queued for the worker answers at once with where its snapshot will be.
+    queued = as_approver("hosts", "probe", "gpu-01", "--json")
+    assert queued.code == 0 and queued.json()["host"] == "gpu-01", queued
 
     # Watching a change that has ended answers at once, and --json is the change's JSON.
     ran = as_operator("changes", "watch", change_id, "--json")
