@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from .views import root, tokens
+from .views import root, token_api, tokens
 from .views.base import endpoint
 
 app_name = "api"
@@ -43,8 +43,11 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("hosts.api.urls")),
     # deployments/, models/, changes/
     path("", include("deployments.api.urls")),
-    # audit/events/, audit/export/
+    # audit/events/, audit/export/, audit/verify/
     path("", include("controlplane.audit.api.urls")),
+    # your own tokens as JSON (the command line's `cpctl tokens`)
+    path("me/tokens/", endpoint(token_api.TokenList), name="my-token-list"),
+    path("me/tokens/<int:pk>/revoke/", endpoint(token_api.TokenRevoke), name="my-token-revoke"),
     # the token page (HTML, signed in with a session)
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),

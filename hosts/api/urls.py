@@ -4,7 +4,7 @@ from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
 
-from . import views
+from . import journal, snapshot_diff, views
 
 urlpatterns: list[URLPattern] = [
     path("hosts/", endpoint(views.HostList), name="host-list"),
@@ -16,4 +16,14 @@ urlpatterns: list[URLPattern] = [
         name="host-snapshot-latest",
     ),
     path("snapshots/<int:pk>/", endpoint(views.SnapshotDetail), name="snapshot-detail"),
+    path(
+        "hosts/<str:name>/units/<str:unit>/journal/",
+        endpoint(journal.HostUnitJournal),
+        name="host-unit-journal",
+    ),
+    path(
+        "snapshots/<int:pk>/diff/<int:other>/",
+        endpoint(snapshot_diff.SnapshotDiff),
+        name="snapshot-diff",
+    ),
 ]

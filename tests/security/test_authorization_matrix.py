@@ -168,6 +168,12 @@ RULES: dict[str, Rule] = {
     "api:audit-event-list": api(GET=VIEWER),
     "api:audit-event-detail": api(GET=VIEWER),
     "api:audit-export": api(GET=VIEWER),
+    "api:audit-verify": api(GET=VIEWER),
+    "api:host-unit-journal": api(GET=VIEWER),
+    "api:snapshot-diff": api(GET=VIEWER),
+    # each user's own tokens (another's is a 404 for the holder, as if it did not exist)
+    "api:my-token-list": api(GET=VIEWER, POST=VIEWER),
+    "api:my-token-revoke": api(POST=VIEWER),
 }
 # Every URL in these namespaces is the admin's: staff only, unless RULES says otherwise.
 STAFF_NAMESPACES = ("admin",)
@@ -279,6 +285,7 @@ def world(viewer, operator, approver, outsider, admin_user) -> World:
             "id": str(admin_user.pk),
             "app_label": "hosts",
             "url": "nowhere/",
+            "other": str(snapshot.pk),
         },
         pks={
             "deployments": deployment.pk,

@@ -17,6 +17,8 @@ LINKS = {
     "changes": "api:change-list",
     "audit_events": "api:audit-event-list",
     "audit_export": "api:audit-export",
+    "audit_verify": "api:audit-verify",
+    "my_tokens": "api:my-token-list",
     "schema": "api:schema",
     "docs": "api:docs",
     "tokens": "api:tokens",
