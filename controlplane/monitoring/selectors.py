@@ -33,6 +33,7 @@ class HostRow:
     host_key_status: str
     snapshot: StateSnapshot | None
     verdict: str = "unknown"
+    maintenance_until: dt.datetime | None = None  # set while (or until beat notes) it lasts
 
 
 @dataclass
@@ -55,7 +56,15 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
     rows = list(
         Host.objects.annotate(latest_snapshot_id=newest_snapshot_id())
         .order_by("name")
-        .values("id", "name", "enabled", "host_key_status", "latest_snapshot_id", "health__verdict")
+        .values(
+            "id",
+            "name",
+            "enabled",
+            "host_key_status",
+            "latest_snapshot_id",
+            "health__verdict",
+            "maintenance_until",
+        )
     )
     ids = [r["latest_snapshot_id"] for r in rows if r["latest_snapshot_id"]]
     snapshots = StateSnapshot.objects.only(*SNAPSHOT_FIELDS).in_bulk(ids)
@@ -67,6 +76,7 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
             host_key_status=r["host_key_status"],
             snapshot=snapshots.get(r["latest_snapshot_id"]),
             verdict=r["health__verdict"] or "unknown",
+            maintenance_until=r["maintenance_until"],
         )
         for r in rows
     ]

@@ -222,3 +222,18 @@ def test_entering_while_a_change_job_runs_is_allowed_and_names_the_job(host, ope
     (event,) = events("host.maintenance_entered")
     assert event.data["running_change"] == change.pk
     assert ChangeRequest.objects.get(pk=change.pk).status == "running"  # left alone
+
+
+@pytest.mark.integration
+def test_scheduled_probes_go_on_in_maintenance(registered_fleet, operator) -> None:
+    """Beat's sweep claims a host in maintenance like any other, and its batch probes it over
+    SSH: the picture stays true while someone works on the host."""
+    gpu1, gpu2 = registered_fleet.hosts
+    enter(gpu1, operator)
+    claimed = [pk for pk, _ in services.hosts_claim_due_ids()]
+    assert set(claimed) == {gpu1.pk, gpu2.pk}
+    assert tasks.probe_batch(claimed) == 2
+    for host in (gpu1, gpu2):
+        (snapshot,) = host.snapshots.all()
+        assert (snapshot.trigger, snapshot.status) == ("schedule", "ok")
+    assert Host.objects.get(pk=gpu1.pk).in_maintenance()
