@@ -7,7 +7,10 @@ import datetime as dt
 
 import pytest
 import time_machine
+from django.contrib.auth.models import User
 
+from controlplane.accounts.models import HostGroup, RoleGrant
+from controlplane.accounts.roles import OPERATOR
 from controlplane.audit.models import AuditEvent
 from hosts.models import Host
 from tests import factories as f
@@ -113,3 +116,13 @@ def test_an_approver_or_viewer_is_refused_before_the_input_is_read(api_for, host
 def test_an_unknown_host_is_a_404(api_for, operator):
     assert api_for(operator).post("/api/v1/hosts/nope/maintenance/", {}).status_code == 404
     assert api_for(operator).get("/api/v1/hosts/bad%00name/maintenance/").status_code == 404
+
+
+def test_an_operator_of_another_host_group_is_refused_before_the_input_is_read(api_for, host):
+    elsewhere = HostGroup.objects.create(name="team-b")
+    bob = User.objects.create_user("bob")
+    RoleGrant.objects.create(user=bob, role=OPERATOR, host_group=elsewhere)
+    response = api_for(bob).post(URL, {}, format="json")
+    assert response.status_code == 403
+    assert refusal(response)["detail"].endswith("needs the operator role on it.")
+    assert api_for(bob).delete(URL).status_code == 403
