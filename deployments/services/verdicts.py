@@ -153,6 +153,8 @@ def _mark_maintenance(events: list[dict[str, Any]], now: dt.datetime) -> None:
     and marked so that notifications leave it out: someone is working on the host and expects
     it to move. Read from the rows now, not from the caller's host objects, which a probe
     round loaded before someone may have entered or left maintenance."""
+    if not events:  # most probe rounds move no verdict: no query for them
+        return
     ids = [event["host"].pk for event in events]
     quiet = set(
         Host.objects.filter(pk__in=ids, maintenance_until__gt=now).values_list("pk", flat=True)
