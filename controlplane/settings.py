@@ -368,6 +368,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "deployments.tasks.recover_interrupted_jobs",
         "schedule": JOB_RECOVERY_SWEEP_SECONDS,
     },
+    # A maintenance whose end time passed is over at once (Host.in_maintenance); this
+    # records that it ended and clears it from the host.
+    "end-maintenance": {"task": "hosts.tasks.end_maintenance", "schedule": 60},
     "webhook-requeue": {
         "task": "controlplane.notifications.tasks.requeue_deliveries",
         "schedule": WEBHOOK_REQUEUE_AFTER_SECONDS,

@@ -8,8 +8,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import QueryDict
 
-from . import kinds
-from .models import BenchmarkProfile, ModelArtifact
+from . import kinds, rollback
+from .models import BenchmarkProfile, Deployment, DeploymentRevision, ModelArtifact
 from .unit_files.engine_flags import EngineArgRefused, carries_secret, check_extra_args
 from .unit_files.units import validate_environment
 
@@ -56,10 +56,15 @@ class ChangeRequestForm(forms.Form):
         help_text="The coherence suite always runs; the benchmark adds a few minutes.",
     )
 
-    def __init__(self, *args: Any, kind: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, kind: str, deployment: Deployment | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
+        self.deployment = deployment
         declared = kinds.spec(kind)
+        if declared.chooses_revision and deployment is not None:
+            self.fields["revision"] = _revision_field(deployment)
         if declared.takes_model:
             self.fields["model"].required = True
         else:
@@ -92,6 +97,12 @@ class ChangeRequestForm(forms.Form):
             raise ValidationError(str(exc)) from exc
         return args
 
+    def clean_revision(self) -> DeploymentRevision | None:
+        number = self.cleaned_data.get("revision")
+        if number is None or self.deployment is None:
+            return None  # one back
+        return self.deployment.revisions.filter(number=number).first()
+
     def clean_environment(self) -> dict[str, str] | None:
         raw = self.cleaned_data.get("environment") or ""
         if not raw.strip():
@@ -118,6 +129,7 @@ class ChangeRequestForm(forms.Form):
         "max_model_len",
         "extra_args",
         "environment",
+        "revision",
         "acknowledge_busy",
         "acknowledge_integrity",
     )
@@ -126,7 +138,7 @@ class ChangeRequestForm(forms.Form):
         """The pre-flight's arguments as the form parses them, or the first field's error: what
         is typed so far, whether or not the rest of the form (the reason) is filled in yet."""
         if not self.is_bound:
-            return {}, None
+            return self._initial_revision(), None
         self.is_valid()
         arguments: dict[str, Any] = {}
         for name in self.PREFLIGHT_FIELDS:
@@ -140,6 +152,19 @@ class ChangeRequestForm(forms.Form):
                 arguments[name] = value
         return arguments, None
 
+    def _initial_revision(self) -> dict[str, Any]:
+        """The revision a link chose for a rollback (the revisions page's "roll back here"),
+        for the first pre-flight; nothing when it is not one the select offers."""
+        field, value = self.fields.get("revision"), self.initial.get("revision")
+        if field is None or self.deployment is None or value in (None, ""):
+            return {}
+        try:
+            number = field.clean(value)
+        except ValidationError:
+            return {}
+        revision = self.deployment.revisions.filter(number=number).first()
+        return {"revision": revision} if revision is not None else {}
+
     def request_arguments(self) -> dict[str, Any]:
         """The valid form as services.change_request_create's keyword arguments (but the
         snapshot, which the view looks up)."""
@@ -151,11 +176,42 @@ class ChangeRequestForm(forms.Form):
             "max_model_len": data.get("max_model_len"),
             "extra_args": data.get("extra_args"),
             "environment": data.get("environment"),
+            "revision": data.get("revision"),
             "acknowledge_busy": data.get("acknowledge_busy", False),
             "acknowledge_unknown": data.get("acknowledge_unknown", False),
             "acknowledge_integrity": data.get("acknowledge_integrity", False),
             "benchmark_profile": data.get("benchmark_profile"),
         }
+
+
+def _revision_field(deployment: Deployment) -> forms.TypedChoiceField:
+    """A select of the revisions a rollback may go back to (deployments.rollback), each with
+    its model and when it was made; empty means one back."""
+    choices = rollback.rollback_choices(deployment)
+    one_back = rollback.rollback_target(deployment)
+    default = "one back"
+    if one_back is not None and one_back.number is not None:
+        default = f"one back: {_revision_label(one_back)}"
+    return forms.TypedChoiceField(
+        choices=[("", default), *((r.number, _revision_label(r)) for r in choices)],
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="Roll back to",
+        help_text="Any revision this deployment served. The approval follows what it serves: "
+        "a revision with another model, or other decisive flags, needs a second person.",
+        error_messages={
+            "invalid_choice": "Revision %(value)s is not one this deployment served before "
+            "the current one."
+        },
+    )
+
+
+def _revision_label(revision: DeploymentRevision) -> str:
+    return (
+        f"revision {revision.number} · {revision.model} · TP {revision.tensor_parallel_size} · "
+        f"made {revision.created_at:%Y-%m-%d %H:%M} UTC"
+    )
 
 
 class DecisionForm(forms.Form):

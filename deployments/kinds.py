@@ -30,6 +30,9 @@ class KindSpec:
     # It writes a unit file: a new revision (`new_revision`) or an earlier one (rollback).
     writes_revision: bool = False
     new_revision: bool = False
+    # It goes back to an earlier revision the deployment served: the request may name which
+    # (`revision`), the one before the current one by default.
+    chooses_revision: bool = False
     # It must come up healthy and coherent afterwards (and may be benchmarked).
     serves: bool = False
     # It needs a model from the catalog (a different one); only then may the request name one.
@@ -87,7 +90,13 @@ KINDS: dict[str, KindSpec] = {
             takes_model=True,
             shapes=True,
         ),
-        KindSpec(ChangeKind.ROLLBACK, systemctl="restart", writes_revision=True, serves=True),
+        KindSpec(
+            ChangeKind.ROLLBACK,
+            systemctl="restart",
+            writes_revision=True,
+            chooses_revision=True,
+            serves=True,
+        ),
         KindSpec(
             ChangeKind.ENGINE_REPAIR,
             # The running engine keeps the code it loaded until it restarts.
@@ -113,7 +122,7 @@ def kinds_where(flag: str) -> frozenset[str]:
 
 
 def request_field_errors(
-    kind: str, *, model: bool, shaped: Iterable[str], benchmark: bool
+    kind: str, *, model: bool, shaped: Iterable[str], benchmark: bool, revision: bool = False
 ) -> dict[str, str]:
     """What a request of `kind` may not carry (or lacks), per field: the one copy of these
     rules, read by the service, the API serializer and the form."""
@@ -129,4 +138,7 @@ def request_field_errors(
             errors[name] = f"Only a {shapers} take this: a {declared.label} reshapes nothing."
     if benchmark and not declared.serves:
         errors["benchmark"] = f"A {declared.label} serves nothing to benchmark."
+    if revision and not declared.chooses_revision:
+        choosers = " and a ".join(s.label for s in KINDS.values() if s.chooses_revision)
+        errors["revision"] = f"Only a {choosers} takes a revision to go back to."
     return errors

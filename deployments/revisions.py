@@ -17,8 +17,10 @@ from django.db.models import Max
 
 from hosts.models import StateSnapshot
 
+from . import kinds
 from .choices import ChangeKind
 from .models import ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
+from .rollback import rollback_revision
 from .unit_files import engine_flags, serving_plan, units
 
 
@@ -265,14 +267,6 @@ def _newest_with_unit_files(deployment: Deployment) -> StateSnapshot | None:
     return None
 
 
-def rollback_target(deployment: Deployment) -> DeploymentRevision | None:
-    """The revision that was live before the current one."""
-    current = deployment.current_revision
-    if current is None or current.created_from_change is None:
-        return None
-    return current.created_from_change.from_revision
-
-
 @dataclass(frozen=True)
 class ChangeTarget:
     """What a change of `kind` would leave serving: a new revision's content, an earlier
@@ -296,10 +290,6 @@ class ChangeTarget:
         return self.content is not None or self.revision is not None
 
 
-class NoRollbackTarget(Exception):
-    """There is no earlier revision to roll back to."""
-
-
 def change_target(
     *,
     deployment: Deployment,
@@ -310,14 +300,14 @@ def change_target(
     extra_args: list[str] | None = None,
     environment: dict[str, str] | None = None,
     snapshot: StateSnapshot | None = None,
+    revision: DeploymentRevision | None = None,
 ) -> ChangeTarget:
-    """Raises EngineArgRefused (reserved flags), NoRollbackTarget and UnitNotWritable."""
+    """Raises EngineArgRefused (reserved flags), rollback.NoRollbackTarget (RevisionNotServed
+    for a `revision` a rollback may not go back to) and UnitNotWritable."""
     current = deployment_current_revision(deployment, snapshot)
     variables = dict(current.file_variables)
-    if kind == ChangeKind.ROLLBACK:
-        target = rollback_target(deployment)
-        if target is None:
-            raise NoRollbackTarget("there is no earlier revision to roll back to")
+    if kinds.spec(kind).chooses_revision:
+        target = rollback_revision(deployment, current, revision)
         if not target.exact_bytes:
             raise UnitNotWritable(
                 f"revision {target.number} was adopted with secrets redacted: it cannot be "

@@ -68,10 +68,12 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     deployment = _deployment(pk, kind)
     snapshot = host_selectors.latest_snapshot(deployment.host)
     if request.method != "POST":
-        initial = {"snapshot_id": snapshot.pk if snapshot else None}
-        form = ChangeRequestForm(initial=initial, kind=kind)
+        initial: dict[str, object] = {"snapshot_id": snapshot.pk if snapshot else None}
+        if "revision" in request.GET:  # "roll back here" on the revisions page
+            initial["revision"] = request.GET["revision"]
+        form = ChangeRequestForm(initial=initial, kind=kind, deployment=deployment)
         return _form_page(request, deployment, kind, form, snapshot)
-    form = ChangeRequestForm(request.POST, kind=kind)
+    form = ChangeRequestForm(request.POST, kind=kind, deployment=deployment)
     if not form.is_valid():
         return _form_page(request, deployment, kind, form, snapshot, status=400)
     chosen = StateSnapshot.objects.filter(pk=form.cleaned_data["snapshot_id"]).first()
@@ -102,7 +104,7 @@ def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     A POST, though it changes nothing: what is typed (engine arguments, environment) stays out
     of URLs, and so out of access logs and browser history."""
     deployment = _deployment(pk, kind)
-    form = ChangeRequestForm(request.POST, kind=kind)
+    form = ChangeRequestForm(request.POST, kind=kind, deployment=deployment)
     named = request.POST.get("snapshot_id", "")
     snapshot = (
         StateSnapshot.objects.filter(pk=int(named), host=deployment.host).first()

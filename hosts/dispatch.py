@@ -12,6 +12,7 @@ PROBE_HOST = "hosts.tasks.probe_host"
 PROBE_DUE_HOSTS = "hosts.tasks.probe_due_hosts"
 PROBE_BATCH = "hosts.tasks.probe_batch"
 THIN_SNAPSHOTS = "hosts.tasks.thin_snapshots"
+END_MAINTENANCE = "hosts.tasks.end_maintenance"
 
 
 def send(task: str, **options: Any) -> None:

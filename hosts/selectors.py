@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page
-from django.db.models import Count, F, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTransform
 from django.utils import formats, timezone
 
@@ -36,7 +36,12 @@ class FleetRow:
 
 
 def fleet_page(
-    *, verdict: str = "", q: str = "", sort: str = "verdict", page: str | None = None
+    *,
+    verdict: str = "",
+    q: str = "",
+    sort: str = "verdict",
+    page: str | None = None,
+    maintenance: str = "",
 ) -> tuple[Page[Any], list[FleetRow], str]:
     """One page of the fleet with each host's stored verdict and newest snapshot, in a fixed
     number of queries whatever the fleet's size, and a note when `page` was not a page of it.
@@ -48,6 +53,9 @@ def fleet_page(
         matching = matching.filter(health__verdict=verdict)
     if q:
         matching = matching.filter(name__icontains=q)
+    if maintenance:  # "yes": only hosts in maintenance now, "no": only the others
+        in_maintenance = Q(maintenance_until__gt=timezone.now())
+        matching = matching.filter(in_maintenance if maintenance == "yes" else ~in_maintenance)
     orders: dict[str, list[Any]] = {
         "name": ["name"],
         "age": [F("last_probe_at").asc(nulls_first=True), "name"],
@@ -160,6 +168,12 @@ def fleet_verdict_counts() -> dict[str, int]:
     counts = dict(HostHealth.objects.values_list("verdict").annotate(n=Count("host")).order_by())
     counts["unknown"] = counts.get("unknown", 0) + Host.objects.filter(health=None).count()
     return {v: counts.get(v, 0) for v in Verdict.values}
+
+
+def fleet_maintenance_count(hosts: QuerySet[Host] | None = None) -> int:
+    """How many of `hosts` (every host by default) are in maintenance now."""
+    hosts = Host.objects.all() if hosts is None else hosts
+    return hosts.filter(maintenance_until__gt=timezone.now()).count()
 
 
 def newest_snapshot_id(**filters: Any) -> Subquery:

@@ -73,6 +73,14 @@ def thin_snapshots() -> dict[str, Any]:
     return {"removed": result.removed, "examined": result.examined, "done": result.finished}
 
 
+@shared_task(name=dispatch.END_MAINTENANCE, acks_late=True)
+def end_maintenance() -> int:
+    """Beat's sweep: end each maintenance whose end time has passed (once per host, however
+    often this runs)."""
+    with audit_context.acting(SYSTEM_BEAT):
+        return len(services.hosts_maintenance_expire())
+
+
 # --- this worker's own probe queue -------------------------------------------------------------
 
 _probe_queue: dict[str, str] = {}

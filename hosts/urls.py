@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, views_maintenance
 
 app_name = "hosts"
 
@@ -13,5 +13,11 @@ urlpatterns = [
     path("hosts/<str:name>/gpu-series.json", views.gpu_series, name="gpu_series"),
     path("hosts/<str:name>/accept-key/", views.accept_host_key, name="accept_key"),
     path("hosts/<str:name>/units/<str:unit>/journal/", views.unit_journal, name="journal"),
+    path("hosts/<str:name>/maintenance/", views_maintenance.maintenance, name="maintenance"),
+    path(
+        "hosts/<str:name>/maintenance/leave/",
+        views_maintenance.maintenance_leave,
+        name="maintenance_leave",
+    ),
     path("snapshots/<int:pk>/", views.snapshot_detail, name="snapshot"),
 ]

@@ -46,6 +46,7 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
         q=filters.get("q") or "",
         sort=filters.get("sort") or "verdict",
         page=request.GET.get("page"),
+        maintenance=filters.get("maintenance") or "",
     )
     query = request.GET.copy()
     query.pop("page", None)
@@ -57,6 +58,7 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
         "query": query.urlencode(),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
         "verdicts": selectors.fleet_verdict_counts() if whole_page else {},
+        "in_maintenance": selectors.fleet_maintenance_count() if whole_page else 0,
     }
 
 

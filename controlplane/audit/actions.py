@@ -49,6 +49,10 @@ class AuditAction(models.TextChoices):
     HOST_JOURNAL_READ = "host.journal_read", "journal read"
     HOST_GPU_DIAGNOSTIC_REQUESTED = "host.gpu_diagnostic_requested", "GPU diagnostic requested"
     HOST_VERDICT_CHANGED = "host.verdict_changed", "health verdict changed"
+    HOST_MAINTENANCE_ENTERED = "host.maintenance_entered", "maintenance entered"
+    HOST_MAINTENANCE_CHANGED = "host.maintenance_changed", "maintenance changed"
+    HOST_MAINTENANCE_LEFT = "host.maintenance_left", "maintenance left early"
+    HOST_MAINTENANCE_ENDED = "host.maintenance_ended", "maintenance ended"
     # change requests
     CHANGE_REQUESTED = "change.requested", "change requested"
     CHANGE_BUSY_ACKNOWLEDGED = "change.busy_acknowledged", "busy server acknowledged"

@@ -24,6 +24,11 @@ TRACKED: dict[str, set[str]] = {
         "host_key",
         "host_key_status",
         "presented_host_key",
+        # hosts.services.maintenance records these with events of their own
+        "maintenance_reason",
+        "maintenance_since",
+        "maintenance_until",
+        "maintenance_by",
     },
     "hosts.credential": set(),
     "deployments.modelartifact": set(),

@@ -151,6 +151,17 @@ HOST_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
         ["host"],
     ),
     (
+        "host_maintenance",
+        "1 while the host is in maintenance (rollouts skip it, its verdict sends no webhooks; "
+        "it is still probed), 0 otherwise.",
+        ["host"],
+    ),
+    (
+        "host_maintenance_end_timestamp_seconds",
+        "When the host's maintenance ends (Unix time); absent when it is not in maintenance.",
+        ["host"],
+    ),
+    (
         "host_verdict",
         "1 for the host's health verdict (healthy, changing, degraded, unknown, failed), 0 for "
         "the others; the same verdict, from the same evidence, as the fleet page. changing: a "
@@ -200,6 +211,11 @@ def _add_host(
     families["host_enabled"].add_metric([name], 1.0 if host.enabled else 0.0)
     if host.probe_interval_seconds is not None:
         families["probe_interval_seconds"].add_metric([name], float(host.probe_interval_seconds))
+    until = host.maintenance_until
+    in_maintenance = until is not None and data.now < until  # as Host.in_maintenance says
+    families["host_maintenance"].add_metric([name], float(in_maintenance))
+    if in_maintenance:
+        families["host_maintenance_end_timestamp_seconds"].add_metric([name], until.timestamp())
     for verdict in Verdict.values:
         families["host_verdict"].add_metric([name, verdict], float(verdict == host.verdict))
     for choice in HostKeyStatus.values:

@@ -34,6 +34,7 @@ class HostRow:
     snapshot: StateSnapshot | None
     verdict: str = "unknown"
     probe_interval_seconds: int | None = None
+    maintenance_until: dt.datetime | None = None  # set while (or until beat notes) it lasts
 
 
 @dataclass
@@ -64,6 +65,7 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
             "latest_snapshot_id",
             "health__verdict",
             "probe_interval_seconds",
+            "maintenance_until",
         )
     )
     ids = [r["latest_snapshot_id"] for r in rows if r["latest_snapshot_id"]]
@@ -77,6 +79,7 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
             snapshot=snapshots.get(r["latest_snapshot_id"]),
             verdict=r["health__verdict"] or "unknown",
             probe_interval_seconds=r["probe_interval_seconds"],
+            maintenance_until=r["maintenance_until"],
         )
         for r in rows
     ]

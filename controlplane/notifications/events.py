@@ -19,7 +19,7 @@ from controlplane.audit.models import AuditEvent
 from deployments.choices import ChangeKind, ChangeStatus
 from deployments.models import ChangeRequest
 from hosts.choices import VERDICT_SEVERITY, SnapshotStatus, Verdict
-from hosts.models import StateSnapshot
+from hosts.models import Host, StateSnapshot
 
 from .choices import EventType
 
@@ -220,9 +220,12 @@ def _drift(event: AuditEvent, change: ChangeRequest, base: dict[str, Any]) -> No
 def _verdict_notification_type(data: dict[str, Any]) -> str | None:
     """Worse and now degraded or failed: host.degraded; healthy again: host.recovered. Into or
     out of "unknown" is the unreachable notification's business, and a transition during (or
-    at the end of) a change job is the job's: its outcome is notified on its own."""
+    at the end of) a change job is the job's: its outcome is notified on its own. A host in
+    maintenance notifies nothing."""
     before, after = data.get("before"), data.get("after")
     if data.get("during_change"):
+        return None
+    if data.get("in_maintenance"):  # someone is working on the host (hosts.services.maintenance)
         return None
     if before not in VERDICT_SEVERITY or after not in VERDICT_SEVERITY:
         return None
@@ -261,6 +264,16 @@ def _host_key_changed(event: AuditEvent) -> Notification:
     )
 
 
+def _in_maintenance_at(snapshot: StateSnapshot) -> bool:
+    """Whether the snapshot's host was in maintenance when it was taken (someone working on a
+    host may well reboot it): read from the host's row, which holds its current maintenance."""
+    return Host.objects.filter(
+        pk=snapshot.host_id,
+        maintenance_since__lte=snapshot.taken_at,
+        maintenance_until__gt=snapshot.taken_at,
+    ).exists()
+
+
 def _host_unreachable(event: AuditEvent) -> list[Notification]:
     """Only the probe that finds a host newly unreachable notifies, not every probe after it."""
     if event.snapshot_id is None:
@@ -270,7 +283,7 @@ def _host_unreachable(event: AuditEvent) -> list[Notification]:
         .filter(pk=event.snapshot_id)
         .first()
     )
-    if snapshot is None:
+    if snapshot is None or _in_maintenance_at(snapshot):
         return []
     previous = (
         StateSnapshot.objects.filter(host_id=snapshot.host_id)

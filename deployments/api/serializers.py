@@ -168,6 +168,15 @@ class ChangeCreateSerializer(serializers.Serializer):
         allow_null=True,
         help_text="The unit's Environment= variables (NAME: value); omitted keeps them.",
     )
+    revision = serializers.IntegerField(
+        min_value=1,
+        max_value=2**31 - 1,
+        required=False,
+        allow_null=True,
+        help_text="rollback only: the number of the revision to go back to, any one the "
+        "deployment served but the current one (GET /deployments/<id>/revisions/); omitted: "
+        "the one before the current one. Approval follows what it serves.",
+    )
     acknowledge_busy = serializers.BooleanField(
         required=False, default=False, help_text="Go ahead although requests are in flight."
     )
@@ -210,6 +219,7 @@ class ChangeCreateSerializer(serializers.Serializer):
             model=attrs.get("model_id") is not None,
             shaped=[n for n in kinds.SHAPING_FIELDS if attrs.get(n) is not None],
             benchmark=bool(attrs.get("benchmark") or attrs.get("benchmark_profile_id")),
+            revision=attrs.get("revision") is not None,
         )
         errors: dict[str, str] = {}
         for name, message in wrong.items():
@@ -218,6 +228,9 @@ class ChangeCreateSerializer(serializers.Serializer):
                 errors[field] = message
         if errors:
             raise serializers.ValidationError(errors)
+        number = attrs.get("revision")
+        if number is not None:
+            attrs["revision"] = _served_revision(attrs["deployment_id"], number)
         return attrs
 
     def service_arguments(self) -> dict[str, Any]:
@@ -233,12 +246,23 @@ class ChangeCreateSerializer(serializers.Serializer):
             "max_model_len": data.get("max_model_len"),
             "extra_args": data.get("extra_args"),
             "environment": data.get("environment"),
+            "revision": data.get("revision"),
             "acknowledge_busy": data["acknowledge_busy"],
             "acknowledge_unknown": data["acknowledge_unknown"],
             "acknowledge_integrity": data["acknowledge_integrity"],
             "benchmark": data["benchmark"],
             "benchmark_profile": data.get("benchmark_profile_id"),
         }
+
+
+def _served_revision(deployment: Deployment, number: int) -> DeploymentRevision:
+    """The deployment's revision `number`; whether a rollback may go back to it is the
+    service's to say (deployments.rollback)."""
+    revision = deployment.revisions.filter(number=number).first()
+    if revision is None:
+        message = f"{deployment.unit} on {deployment.host.name} has no revision {number}"
+        raise serializers.ValidationError({"revision": message})
+    return revision
 
 
 class ApproveSerializer(serializers.Serializer):

@@ -12,9 +12,9 @@ from hosts.choices import HostKeyStatus, SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import HostState
 
-from .. import fit, kinds, policy, revisions
+from .. import fit, kinds, policy, revisions, rollback
 from ..choices import ACTIVE_JOB_STATUSES
-from ..models import ChangeRequest, Deployment, ModelArtifact
+from ..models import ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
 from ..unit_files import engine_flags, units
 from .integrity import IntegrityFinding, latest_integrity, repair_basis
 from .refusals import ChangeRefused, require_stored_rows_valid
@@ -75,9 +75,11 @@ def change_target_for(
     extra_args: list[str] | None = None,
     environment: dict[str, str] | None = None,
     snapshot: StateSnapshot | None = None,
+    revision: DeploymentRevision | None = None,
 ) -> revisions.ChangeTarget:
     """What the change would serve, or a refusal naming the argument at fault. The first time,
-    the unit `snapshot` read on the host is adopted as the current revision."""
+    the unit `snapshot` read on the host is adopted as the current revision. A rollback goes
+    back to `revision` (one the deployment served), or one back."""
     require_stored_rows_valid(deployment, model)
     if extra_args is not None:  # what a person typed: the forms' and the API's check, again
         try:
@@ -99,10 +101,13 @@ def change_target_for(
             extra_args=extra_args,
             environment=environment,
             snapshot=snapshot,
+            revision=revision,
         )
     except engine_flags.EngineArgRefused as exc:
         raise ChangeRefused(f"extra arguments: {exc}") from exc
-    except (revisions.NoRollbackTarget, revisions.UnitNotWritable) as exc:
+    except rollback.RevisionNotServed as exc:
+        raise ChangeRefused(f"revision: {exc}", fields={"revision": str(exc)}) from exc
+    except (rollback.NoRollbackTarget, revisions.UnitNotWritable) as exc:
         raise ChangeRefused(str(exc)) from exc
     except units.UnitNotRewritable as exc:
         raise ChangeRefused(f"the unit cannot be rewritten: {exc}") from exc
@@ -135,6 +140,7 @@ def change_check(
     max_model_len: int | None = None,
     extra_args: list[str] | None = None,
     environment: dict[str, str] | None = None,
+    revision: DeploymentRevision | None = None,
     acknowledge_busy: bool = False,
     acknowledge_integrity: bool = False,
 ) -> ChangeCheck:
@@ -147,6 +153,7 @@ def change_check(
             deployment=deployment, kind=kind, model=model,
             tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
             extra_args=extra_args, environment=environment, snapshot=snapshot,
+            revision=revision,
         )  # fmt: skip
     except ChangeRefused as exc:
         return ChangeCheck(target_error=exc.message)

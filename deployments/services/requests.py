@@ -17,7 +17,13 @@ from hosts.models import StateSnapshot
 from .. import engine_repair, kinds, lifecycle, policy, revisions
 from ..choices import OPEN_STATUSES, ChangeStatus
 from ..dispatch import change_execute_on_commit
-from ..models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
+from ..models import (
+    BenchmarkProfile,
+    ChangeRequest,
+    Deployment,
+    DeploymentRevision,
+    ModelArtifact,
+)
 from .approvals import change_params_digest
 from .preflight import Preflight, change_preflight, change_target_for
 from .refusals import ChangeRefused, require_reason, require_role, shown_in, stale
@@ -35,6 +41,7 @@ def change_request_create(
     max_model_len: int | None = None,
     extra_args: list[str] | None = None,
     environment: dict[str, str] | None = None,
+    revision: DeploymentRevision | None = None,
     acknowledge_busy: bool = False,
     acknowledge_unknown: bool = False,
     acknowledge_integrity: bool = False,
@@ -49,7 +56,9 @@ def change_request_create(
     read what is unknown; the list is kept on the request and in the audit log. A new revision
     on an engine whose integrity check is not clean needs `acknowledge_integrity`. The serving
     benchmark runs with `benchmark_profile` (or the default profile when only `benchmark` is
-    set), before and after the change.
+    set), before and after the change. A rollback goes back to `revision`, any revision the
+    deployment served but the current one, or by default to the one before the current one;
+    it needs the approval its content needs (deployments.policy compares the units).
     """
     require_role(user, OPERATOR, "Requesting a change")
     if kind not in kinds.KINDS:
@@ -59,7 +68,7 @@ def change_request_create(
               "extra_args": extra_args, "environment": environment}  # fmt: skip
     wrong = kinds.request_field_errors(
         kind, model=model is not None, shaped=[k for k, v in shaped.items() if v is not None],
-        benchmark=benchmark or benchmark_profile is not None,
+        benchmark=benchmark or benchmark_profile is not None, revision=revision is not None,
     )  # fmt: skip
     if wrong:
         raise ChangeRefused(" ".join(wrong.values()), fields=wrong)
@@ -85,6 +94,7 @@ def change_request_create(
                 deployment=deployment, kind=kind, model=model,
                 tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
                 extra_args=extra_args, environment=environment, snapshot=snapshot,
+                revision=revision,
             )  # fmt: skip
         checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
         with shown_in("preflight"):

@@ -69,6 +69,7 @@ def hosts_health_update(
             evidence.update(_evidence(moved, now, held, now_running))
         running_on = {c.host_id: c.pk for c in now_running.values()}
         rows, events = _decide(hosts, evidence, stored, running_on, now, ended_change)
+        _mark_maintenance(events, now)
         # One upsert for the whole round. (bulk_update's CASE per row and field cost more
         # Python than the probes it follows.)
         HostHealth.objects.bulk_create(
@@ -145,6 +146,21 @@ def _row(
     row.serving = serving[:300]
     row.last_change = last_change[:300]
     return row
+
+
+def _mark_maintenance(events: list[dict[str, Any]], now: dt.datetime) -> None:
+    """A transition of a host in maintenance is decided, stored and audited like any other,
+    and marked so that notifications leave it out: someone is working on the host and expects
+    it to move. Read from the rows now, not from the caller's host objects, which a probe
+    round loaded before someone may have entered or left maintenance."""
+    if not events:  # most probe rounds move no verdict: no query for them
+        return
+    ids = [event["host"].pk for event in events]
+    quiet = set(
+        Host.objects.filter(pk__in=ids, maintenance_until__gt=now).values_list("pk", flat=True)
+    )
+    for event in events:
+        event["data"]["in_maintenance"] = event["host"].pk in quiet
 
 
 def _transition(

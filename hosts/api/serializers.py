@@ -38,6 +38,31 @@ class SnapshotBriefSerializer(serializers.Serializer):
         }
 
 
+class MaintenanceSerializer(serializers.Serializer):
+    """A host's maintenance as it is now."""
+
+    in_maintenance = serializers.BooleanField(
+        help_text="Until `until`: rollouts skip the host and its verdict sends no webhooks; "
+        "scheduled probes go on."
+    )
+    reason = serializers.CharField(allow_blank=True)
+    since = serializers.DateTimeField(allow_null=True)
+    until = serializers.DateTimeField(allow_null=True)
+    by = serializers.CharField(allow_blank=True, help_text="Who set the reason and end time.")
+
+    def to_representation(self, instance: Host) -> dict[str, Any]:
+        if not instance.in_maintenance():
+            return {"in_maintenance": False, "reason": "", "since": None, "until": None, "by": ""}
+        field = serializers.DateTimeField()
+        return {
+            "in_maintenance": True,
+            "reason": instance.maintenance_reason,
+            "since": field.to_representation(instance.maintenance_since),
+            "until": field.to_representation(instance.maintenance_until),
+            "by": instance.maintenance_by,
+        }
+
+
 class HostSerializer(serializers.ModelSerializer):
     credential = serializers.SlugRelatedField(
         slug_field="name", read_only=True, help_text="The credential's name; never its key."
@@ -48,6 +73,7 @@ class HostSerializer(serializers.ModelSerializer):
     )
     host_key_status = serializers.ChoiceField(choices=HostKeyStatus.choices, read_only=True)
     latest_snapshot = serializers.SerializerMethodField()
+    maintenance = serializers.SerializerMethodField()
 
     class Meta:
         model = Host
@@ -69,6 +95,7 @@ class HostSerializer(serializers.ModelSerializer):
             "last_integrity_at",
             "created_at",
             "latest_snapshot",
+            "maintenance",
         ]
         read_only_fields = fields
 
@@ -81,6 +108,10 @@ class HostSerializer(serializers.ModelSerializer):
         else:
             snapshot = host_selectors.latest_snapshot(host)
         return SnapshotBriefSerializer(snapshot).data if snapshot is not None else None
+
+    @extend_schema_field(MaintenanceSerializer)
+    def get_maintenance(self, host: Host) -> dict[str, Any]:
+        return MaintenanceSerializer(host).data  # type: ignore[no-any-return]
 
 
 @extend_schema_field(host_state_schema())

@@ -4,7 +4,7 @@ from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
 
-from . import journal, snapshot_diff, views
+from . import journal, maintenance, snapshot_diff, views
 
 urlpatterns: list[URLPattern] = [
     path("hosts/", endpoint(views.HostList), name="host-list"),
@@ -14,6 +14,11 @@ urlpatterns: list[URLPattern] = [
         "hosts/<str:name>/snapshots/latest/",
         endpoint(views.HostSnapshotLatest),
         name="host-snapshot-latest",
+    ),
+    path(
+        "hosts/<str:name>/maintenance/",
+        endpoint(maintenance.HostMaintenance),
+        name="host-maintenance",
     ),
     path("snapshots/<int:pk>/", endpoint(views.SnapshotDetail), name="snapshot-detail"),
     path(

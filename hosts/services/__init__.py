@@ -6,6 +6,14 @@ Each rule is a function here; the pages, the API, the command line and the tasks
 from .blobs import raw_store
 from .freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
 from .journal import JournalUnavailable, host_journal
+from .maintenance import (
+    MAINTENANCE_MAX,
+    MaintenanceEntered,
+    host_maintenance_enter,
+    host_maintenance_leave,
+    hosts_maintenance_expire,
+    user_may_maintain,
+)
 from .permissions import (
     HostRefused,
     require_probe_permission,
@@ -21,9 +29,11 @@ from .remote import SUDO_COMMANDS, command_line_for, host_api_key, host_run
 from .samples import gpu_samples_backfill, gpu_samples_record
 
 __all__ = [
+    "MAINTENANCE_MAX",
     "SUDO_COMMANDS",
     "HostRefused",
     "JournalUnavailable",
+    "MaintenanceEntered",
     "QueueUnavailable",
     "SnapshotNotUsable",
     "command_line_for",
@@ -34,10 +44,13 @@ __all__ = [
     "host_create",
     "host_journal",
     "host_key_accept",
+    "host_maintenance_enter",
+    "host_maintenance_leave",
     "host_probe",
     "host_run",
     "hosts_claim_due_for_probe",
     "hosts_claim_due_ids",
+    "hosts_maintenance_expire",
     "hosts_probe",
     "probe_enqueue",
     "probe_spec_for",
@@ -49,5 +62,6 @@ __all__ = [
     "ssh_target_for",
     "unknown_facts",
     "user_may_accept_host_keys",
+    "user_may_maintain",
     "user_may_probe",
 ]

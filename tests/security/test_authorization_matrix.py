@@ -110,6 +110,9 @@ RULES: dict[str, Rule] = {
     "hosts:accept_key": page(POST=ADMIN),
     "hosts:journal": htmx(GET=VIEWER),
     "hosts:snapshot": page(GET=VIEWER),
+    # an operator of the host (or an administrator); anyone with a role reads it
+    "hosts:maintenance": page(GET=VIEWER, POST=OPERATOR),
+    "hosts:maintenance_leave": page(POST=OPERATOR),
     # changes
     "deployments:change_form": page(GET=OPERATOR, POST=OPERATOR),
     "deployments:change_preflight": htmx(POST=OPERATOR),
@@ -150,6 +153,7 @@ RULES: dict[str, Rule] = {
     "api:host-detail": api(GET=VIEWER),
     "api:host-snapshots": api(GET=VIEWER, POST=PROBE),
     "api:host-snapshot-latest": api(GET=VIEWER),
+    "api:host-maintenance": api(GET=VIEWER, POST=OPERATOR, DELETE=OPERATOR),
     "api:snapshot-detail": api(GET=VIEWER),
     "api:deployment-list": api(GET=VIEWER),
     "api:deployment-detail": api(GET=VIEWER),

@@ -34,6 +34,14 @@
     const selector = event.detail.elt.dataset && event.detail.elt.dataset.pollUnless;
     if (selector && document.querySelector(selector)) event.preventDefault();
   });
+  // 422: a form's input was refused, and the answer is the fragment with its error in place
+  // of the form (htmx leaves 4xx answers unswapped by default).
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr.status === 422) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
   // data-reload-after="ms": reload the page that long after the element's request ended.
   document.addEventListener("htmx:afterRequest", function (event) {
     const delay = event.detail.elt.dataset && event.detail.elt.dataset.reloadAfter;
