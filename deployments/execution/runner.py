@@ -161,6 +161,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
     deployment.max_model_len = revision.max_model_len
     deployment.extra_args = revision.extra_args
     deployment.environment = revision.environment
+    deployment.drain_grace_seconds = revision.drain_grace_seconds
     deployment.save(
         update_fields=[
             "current_revision",
@@ -169,6 +170,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
             "max_model_len",
             "extra_args",
             "environment",
+            "drain_grace_seconds",
         ]
     )
 
