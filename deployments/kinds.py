@@ -45,6 +45,13 @@ class KindSpec:
     reinstalls_engine: bool = False
     # In-flight requests are dropped by it (everything but a start of a stopped unit).
     drops_inflight: bool = True
+    # May drain first: take the host out of its load balancer's rotation through a drain hook
+    # and wait for the requests in flight to finish before its first destructive command, then
+    # put it back after the change (deployments.execution.drain). Every kind that drops
+    # requests in flight may: a redeploy and an engine repair restart the server like a swap
+    # does (and a repair's pip rewrites the files a running server still imports from); a
+    # start has nothing in flight to wait for.
+    may_drain: bool = False
     # After it succeeded, an inactive unit is what was asked for (degraded "stopped"), not a
     # failure.
     leaves_unit_stopped: bool = False
@@ -63,16 +70,24 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             ChangeKind.STOP,
             systemctl="stop",
+            may_drain=True,
             partial_snapshot_ok=True,
             leaves_unit_stopped=True,
             verifies_before=False,
             button="danger",
         ),
         KindSpec(ChangeKind.START, systemctl="start", serves=True, drops_inflight=False),
-        KindSpec(ChangeKind.RESTART, systemctl="restart", serves=True, partial_snapshot_ok=True),
+        KindSpec(
+            ChangeKind.RESTART,
+            systemctl="restart",
+            serves=True,
+            partial_snapshot_ok=True,
+            may_drain=True,
+        ),
         KindSpec(
             ChangeKind.REDEPLOY,
             systemctl="restart",
+            may_drain=True,
             writes_revision=True,
             new_revision=True,
             serves=True,
@@ -81,13 +96,20 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             ChangeKind.MODEL_SWAP,
             systemctl="restart",
+            may_drain=True,
             writes_revision=True,
             new_revision=True,
             serves=True,
             takes_model=True,
             shapes=True,
         ),
-        KindSpec(ChangeKind.ROLLBACK, systemctl="restart", writes_revision=True, serves=True),
+        KindSpec(
+            ChangeKind.ROLLBACK,
+            systemctl="restart",
+            writes_revision=True,
+            serves=True,
+            may_drain=True,
+        ),
         KindSpec(
             ChangeKind.ENGINE_REPAIR,
             # The running engine keeps the code it loaded until it restarts.
@@ -95,6 +117,7 @@ KINDS: dict[str, KindSpec] = {
             serves=True,
             always_approved=True,
             reinstalls_engine=True,
+            may_drain=True,
         ),
     )
 }
@@ -113,7 +136,7 @@ def kinds_where(flag: str) -> frozenset[str]:
 
 
 def request_field_errors(
-    kind: str, *, model: bool, shaped: Iterable[str], benchmark: bool
+    kind: str, *, model: bool, shaped: Iterable[str], benchmark: bool, drain: bool = False
 ) -> dict[str, str]:
     """What a request of `kind` may not carry (or lacks), per field: the one copy of these
     rules, read by the service, the API serializer and the form."""
@@ -129,4 +152,10 @@ def request_field_errors(
             errors[name] = f"Only a {shapers} take this: a {declared.label} reshapes nothing."
     if benchmark and not declared.serves:
         errors["benchmark"] = f"A {declared.label} serves nothing to benchmark."
+    if drain and not declared.may_drain:
+        drainers = ", ".join(s.label for s in KINDS.values() if s.may_drain)
+        errors["drain_hook"] = (
+            f"A {declared.label} does not drain: nothing is in flight to wait for (these may: "
+            f"{drainers})."
+        )
     return errors
