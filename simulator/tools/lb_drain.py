@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .interface import Context, Result
 
+PATH = "/usr/local/bin/lb-drain"
 USAGE = "usage: lb-drain out|in|status [--backend NAME]\n"
 
 
