@@ -83,7 +83,9 @@ def test_the_balancers_http_agent_drains_and_undrains() -> None:
     assert inflight(h) == (0, 0)
     answer = json.loads(h.out(f"curl -sS -X PUT {url}/undrain")[0])
     assert answer["in_rotation"] is True and inflight(h) == (4, 0)
-    out, _, _ = h.run("curl -sS -w '%{http_code}' -X POST http://127.0.0.1:9180/v1/backends/x/drain")
+    out, _, _ = h.run(
+        "curl -sS -w '%{http_code}' -X POST http://127.0.0.1:9180/v1/backends/x/drain"
+    )
     assert out.endswith("404")
     out, _, _ = h.run(f"curl -sS -w '%{{http_code}}' -X DELETE {url}/drain")
     assert out.endswith("405") and h.machine.load.in_rotation
