@@ -55,11 +55,10 @@ def wait_healthy(job: Job) -> None:
                 journal = job.shell.run(step, commands.unit_journal(unit, 40))
                 step.output = journal.stdout[-MAX_OUTPUT_CHARS:]
                 raise VerificationFailed("the service failed while starting (journal attached)")
-            # While a restart's stop drains, the old server still answers: only a unit that is
-            # active again (not deactivating) is the one this change started.
-            restarted = state is None or state.active_state == "active"
+            # A draining old server is never taken for the new one: vLLM's middleware and
+            # SGLang's graceful exit both answer /health with 503 until they are gone.
             health = job.shell.run(step, commands.http_get(job.port, "/health"))
-            if restarted and parsers.parse_http(health.stdout).status == 200:
+            if parsers.parse_http(health.stdout).status == 200:
                 step.output = "healthy"
                 return
             if job.clock.monotonic() >= deadline:

@@ -19,7 +19,7 @@ from controlplane.clock import Clock
 from deployments import services
 from deployments.choices import ChangeStatus, DrainHookKind, DrainState
 from deployments.execution import runner
-from deployments.models import ChangeRequest, DrainHook, HostLease, ModelArtifact
+from deployments.models import ChangeRequest, Deployment, DrainHook, HostLease, ModelArtifact
 from hosts import services as host_services
 from hosts.models import Host
 from tests import factories as f
@@ -268,3 +268,43 @@ def test_recovery_says_a_dead_jobs_host_may_still_be_drained(operator, deploymen
     assert "the host may still be out of its load balancer's rotation" in change.status_reason
     event = AuditEvent.objects.get(action="change.interrupted", target_id=str(change.pk))
     assert event.data["drain"]["state"] == "drained" and event.data["drain"]["hook"] == "lb"
+
+
+def test_a_redeploy_writes_the_drain_grace_and_a_stop_then_lets_requests_finish(
+    fleet, operator
+) -> None:
+    deployment = fleet.deployments[0]
+    Deployment.objects.filter(pk=deployment.pk).update(drain_grace_seconds=60)
+    deployment.refresh_from_db()
+    redeploy = services.change_request_create(
+        user=operator,
+        deployment=deployment,
+        kind="redeploy",
+        snapshot=probe(deployment.host),
+        reason="let a stop drain",
+    )
+    redeploy = execute(redeploy)
+    assert redeploy.status == ChangeStatus.SUCCEEDED, redeploy.status_reason
+    assert not redeploy.needs_approval
+    written, _, _ = fleet.run("gpu-01", f"systemctl cat --no-pager {UNIT}")
+    assert "--shutdown-timeout 60" in written and "TimeoutStopSec=90" in written
+
+    # No drain hook: the balancer keeps sending, but the engine itself drains on SIGTERM.
+    fleet.set_inflight("gpu-01", 4)
+    fleet.set_request_seconds(40)  # two real seconds
+    deployment.refresh_from_db()
+    stop = services.change_request_create(
+        user=operator,
+        deployment=deployment,
+        kind="stop",
+        snapshot=probe(deployment.host),
+        reason="maintenance",
+        acknowledge_busy=True,
+    )
+    stop = execute(stop)
+    assert stop.status == ChangeStatus.SUCCEEDED, stop.status_reason
+    waited = stop.steps.get(name="wait for the service to stop")
+    assert waited.duration_seconds > 1.0  # it waited for the requests, not killed them
+    journal = fleet.journal("gpu-01")
+    assert not any("timed out. Killing." in line for line in journal)
+    assert fleet.state("gpu-01")["units"][UNIT]["result"] == "success"
