@@ -152,3 +152,19 @@ def _target(change):
     return ChangeTarget(
         change.kind, change.from_revision, revision.model, revision.unit_text, revision=revision
     )
+
+
+@pytest.mark.django_db
+def test_the_job_waits_for_a_draining_stop_as_long_as_systemd_does(operator, deployment, host):
+    from deployments.execution.job import Job
+    from deployments.execution.verification import STOP_TIMEOUT_SECONDS, stop_seconds
+
+    change = services.change_request_create(
+        user=operator, deployment=deployment, kind="restart", snapshot=f.make_snapshot(host),
+        reason="patch",
+    )  # fmt: skip
+    assert stop_seconds(Job(change)) == 0  # written without a grace: systemd's own default
+    DeploymentRevision = type(change.from_revision)
+    DeploymentRevision.objects.filter(pk=change.from_revision_id).update(drain_grace_seconds=600)
+    change.refresh_from_db()
+    assert stop_seconds(Job(change)) == 600 + MARGIN > STOP_TIMEOUT_SECONDS
