@@ -22,10 +22,16 @@ from deployments.choices import DrainHookKind
 from deployments.models import Deployment, DrainHook, ModelArtifact
 from hosts import services
 from hosts.models import Credential, Host
-from simulator.catalog import CATALOG, DEFAULT_MODEL, DEFAULT_PORT, DEFAULT_TP, DEFAULT_UNIT
-from simulator.http.rotation_agent import AGENT_PORT
+from simulator.catalog import (
+    CATALOG,
+    DEFAULT_MODEL,
+    DEFAULT_PORT,
+    DEFAULT_TP,
+    DEFAULT_UNIT,
+    LB_AGENT_PORT,
+    LB_DRAIN,
+)
 from simulator.server import SimHostInfo
-from simulator.tools import lb_drain
 
 ACTOR = "system:cli"
 CREDENTIAL_NAME = "simfleet"
@@ -115,14 +121,14 @@ def _ensure_deployment(host: Host, model: ModelArtifact) -> None:
 def ensure_drain_hooks() -> list[DrainHook]:
     """The simulated hosts' load balancer, as the drain hooks an administrator would define for
     it: its client on the host (`lb-drain`), and its HTTP agent on the host's loopback."""
-    agent = f"http://127.0.0.1:{AGENT_PORT}/v1/backends/{{host}}"
+    agent = f"http://127.0.0.1:{LB_AGENT_PORT}/v1/backends/{{host}}"
     hooks = [
         DrainHook(
             name="sim-lb",
             description="The simulated load balancer's client on the host",
             kind=DrainHookKind.COMMAND,
-            drain_command=f"{lb_drain.PATH} out --backend {{host}}",
-            undrain_command=f"{lb_drain.PATH} in --backend {{host}}",
+            drain_command=f"{LB_DRAIN} out --backend {{host}}",
+            undrain_command=f"{LB_DRAIN} in --backend {{host}}",
         ),
         DrainHook(
             name="sim-lb-http",

@@ -74,7 +74,7 @@ def take_out(job: Job) -> Drained | None:
 
 
 def _hook_as_requested(plan: dict[str, Any]) -> DrainHook:
-    hook = DrainHook.objects.filter(pk=plan.get("hook")).first()
+    hook = DrainHook.objects.filter(pk=int(plan.get("hook") or 0)).first()
     name = plan.get("hook_name", "?")
     why = None
     if hook is None:

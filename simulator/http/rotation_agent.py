@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..catalog import LB_AGENT_PORT
 from .responses import Response, json_response
 
 if TYPE_CHECKING:
     from ..state import Machine
 
-AGENT_PORT = 9180
+AGENT_PORT = LB_AGENT_PORT
 _PATH = re.compile(r"/v1/backends/([^/]+)(?:/(drain|undrain))?")
 
 

@@ -16,9 +16,10 @@ loopback (simulator.http.rotation_agent).
 
 from __future__ import annotations
 
+from ..catalog import LB_DRAIN as PATH
 from .interface import Context, Result
 
-PATH = "/usr/local/bin/lb-drain"
+__all__ = ["PATH", "USAGE", "lb_drain"]
 USAGE = "usage: lb-drain out|in|status [--backend NAME]\n"
 
 
