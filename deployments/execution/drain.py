@@ -69,6 +69,9 @@ def take_out(job: Job) -> Drained | None:
     except (HookFailed, commands.UnsafeCommand) as exc:
         put_back(job, drained)
         raise JobEnded(ChangeStatus.FAILED, f"the drain hook {hook.name} failed: {exc}") from exc
+    except (SSHFailure, LeaseLost):
+        put_back(job, drained)  # it may have reached the host: try, and say how it went
+        raise
     _set_state(job.change, DrainState.DRAINED)
     return drained
 
