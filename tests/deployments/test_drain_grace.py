@@ -29,7 +29,9 @@ def spec(engine: str = "vllm", grace: int = 0) -> units.UnitSpec:
 def test_a_vllm_unit_with_a_grace_drains_on_stop_and_systemd_waits_longer() -> None:
     text = units.render_unit(spec(grace=45))
     assert "--shutdown-timeout 45" in units.exec_start_of(text)
-    assert f"TimeoutStopSec={45 + MARGIN}\n" in text
+    assert "TimeoutStopSec=75\n" in text  # 30 s for vLLM's teardown after the drain
+    stop = next(d for d in units.directives(text) if d.key == "TimeoutStopSec")
+    assert int(stop.value) > 45
     assert serving_plan.plan_from_unit_text(text).shutdown_timeout == 45
 
 
