@@ -156,3 +156,20 @@ def test_a_restart_that_drains_starts_the_new_server_once_the_old_one_is_gone() 
     h.advance(20)
     assert active(h)[0] == "active"
     assert h.out(f"systemctl show {UNIT} -p MainPID")[0] != old
+
+
+def test_a_blocking_stop_returns_once_the_drain_is_over(make_fleet) -> None:
+    """Without --no-block, systemctl waits for the stop job, draining included (over SSH, on
+    the fleet's own clock: 20 host seconds are one real second at the tests' time scale)."""
+    fleet = make_fleet(1)
+    fleet.set_unit_file(
+        "gpu-01", UNIT, catalog.unit_file_text(extra_args=("--shutdown-timeout", "60")),
+        reload=True,
+    )  # fmt: skip
+    fleet.restart_unit("gpu-01")
+    fleet.wait_for_unit("gpu-01", UNIT, "ready", timeout=10)
+    fleet.set_inflight("gpu-01", 3)
+    _, err, status = fleet.run("gpu-01", f"systemctl stop {UNIT}")
+    assert (status, err) == (0, "")
+    state = fleet.state("gpu-01")["units"][UNIT]
+    assert (state["active_state"], state["result"]) == ("inactive", "success")
