@@ -9,6 +9,7 @@ from .models import (
     CoherenceCheck,
     Deployment,
     DeploymentRevision,
+    DrainHook,
     Evaluation,
     HostLease,
     JobStep,
@@ -25,7 +26,15 @@ class ModelArtifactAdmin(admin.ModelAdmin):
 
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
-    list_display = ("unit", "host", "model", "tensor_parallel_size", "port", "current_revision")
+    list_display = (
+        "unit",
+        "host",
+        "model",
+        "tensor_parallel_size",
+        "port",
+        "drain_grace_seconds",
+        "current_revision",
+    )
     list_filter = ("host",)
     readonly_fields = ("current_revision",)
 
@@ -84,3 +93,29 @@ class CoherenceCheckAdmin(admin.ModelAdmin):
 class EvaluationAdmin(ReadOnlyAdmin):
     list_display = ("revision", "change", "phase", "kind", "passed", "started_at", "summary")
     list_filter = ("kind", "phase", "passed")
+
+
+@admin.register(DrainHook)
+class DrainHookAdmin(admin.ModelAdmin):
+    """The list operators choose a drain hook from; each save and delete is audited
+    (controlplane.audit.tracking)."""
+
+    list_display = ("name", "kind", "enabled", "drain_shown", "undrain_shown", "timeout_seconds")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "description")
+    fieldsets = (
+        (None, {"fields": ("name", "description", "kind", "enabled", "timeout_seconds")}),
+        ("A command on the host", {"fields": ("drain_command", "undrain_command")}),
+        (
+            "An HTTP call, sent from the host",
+            {"fields": ("drain_method", "drain_url", "undrain_method", "undrain_url")},
+        ),
+    )
+
+    @admin.display(description="drains with")
+    def drain_shown(self, hook: DrainHook) -> str:
+        return hook.shown("drain")
+
+    @admin.display(description="puts back with")
+    def undrain_shown(self, hook: DrainHook) -> str:
+        return hook.shown("undrain")

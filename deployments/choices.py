@@ -105,3 +105,26 @@ class CheckOutcome(models.TextChoices):
 class BenchmarkEndpoint(models.TextChoices):
     COMPLETIONS = "completions", "/v1/completions"
     CHAT = "chat", "/v1/chat/completions"
+
+
+class DrainHookKind(models.TextChoices):
+    COMMAND = "command", "a command on the host"
+    HTTP = "http", "an HTTP call, sent from the host"
+
+
+class HttpMethod(models.TextChoices):
+    POST = "POST", "POST"
+    PUT = "PUT", "PUT"
+    DELETE = "DELETE", "DELETE"
+    PATCH = "PATCH", "PATCH"
+    GET = "GET", "GET"
+
+
+class DrainState(models.TextChoices):
+    """Where a change job left its host's place in the load balancer's rotation."""
+
+    NONE = "", "not drained"
+    DRAINING = "draining", "drain hook sent"  # written before the hook is sent
+    DRAINED = "drained", "out of rotation"
+    UNDRAINED = "undrained", "back in rotation"
+    UNDRAIN_FAILED = "undrain_failed", "putting it back failed"

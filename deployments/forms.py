@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 from django.http import QueryDict
 
 from . import kinds, rollback
-from .models import BenchmarkProfile, Deployment, DeploymentRevision, ModelArtifact
+from .drain_hooks import DEADLINE_DEFAULT_SECONDS, DEADLINE_MAX_SECONDS, DEADLINE_MIN_SECONDS
+from .models import BenchmarkProfile, Deployment, DeploymentRevision, DrainHook, ModelArtifact
 from .unit_files.engine_flags import EngineArgRefused, carries_secret, check_extra_args
 from .unit_files.units import validate_environment
 
@@ -36,6 +37,23 @@ class ChangeRequestForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "NCCL_DEBUG=WARN"}),
         help_text="The unit's Environment= variables, one NAME=value per line (empty: keep them "
         "as they are). Secrets belong in an EnvironmentFile= on the host.",
+    )
+    drain_hook = forms.ModelChoiceField(
+        queryset=DrainHook.objects.filter(enabled=True),
+        required=False,
+        empty_label="no: act at once",
+        label="Drain first",
+        help_text="Take the host out of rotation with this hook (an administrator keeps the "
+        "list), wait until no request is in flight, act, then put it back.",
+    )
+    drain_deadline_seconds = forms.IntegerField(
+        min_value=DEADLINE_MIN_SECONDS,
+        max_value=DEADLINE_MAX_SECONDS,
+        required=False,
+        initial=DEADLINE_DEFAULT_SECONDS,
+        label="Drain deadline (seconds)",
+        help_text="How long to wait for the requests in flight. If some are still running then, "
+        "the job stops without touching the service, unless you acknowledge dropping them below.",
     )
     acknowledge_busy = forms.BooleanField(
         required=False, label="I know requests are in flight and accept dropping them"
@@ -74,6 +92,8 @@ class ChangeRequestForm(forms.Form):
                 del self.fields[name]
         if not declared.partial_snapshot_ok:
             del self.fields["acknowledge_unknown"]
+        if not declared.may_drain:
+            del self.fields["drain_hook"], self.fields["drain_deadline_seconds"]
         if not declared.writes_revision:
             del self.fields["acknowledge_integrity"]
         if not declared.serves:
@@ -132,6 +152,7 @@ class ChangeRequestForm(forms.Form):
         "revision",
         "acknowledge_busy",
         "acknowledge_integrity",
+        "drain_hook",
     )
 
     def preflight_arguments(self) -> tuple[dict[str, Any], str | None]:
@@ -181,6 +202,11 @@ class ChangeRequestForm(forms.Form):
             "acknowledge_unknown": data.get("acknowledge_unknown", False),
             "acknowledge_integrity": data.get("acknowledge_integrity", False),
             "benchmark_profile": data.get("benchmark_profile"),
+            "drain_hook": data.get("drain_hook"),
+            # The deadline counts only with a hook: the field keeps its default otherwise.
+            "drain_deadline_seconds": (
+                data.get("drain_deadline_seconds") if data.get("drain_hook") else None
+            ),
         }
 
 

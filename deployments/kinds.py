@@ -48,6 +48,13 @@ class KindSpec:
     reinstalls_engine: bool = False
     # In-flight requests are dropped by it (everything but a start of a stopped unit).
     drops_inflight: bool = True
+    # May drain first: take the host out of its load balancer's rotation through a drain hook
+    # and wait for the requests in flight to finish before its first destructive command, then
+    # put it back after the change (deployments.execution.drain). Every kind that drops
+    # requests in flight may: a redeploy and an engine repair restart the server like a swap
+    # does (and a repair's pip rewrites the files a running server still imports from); a
+    # start has nothing in flight to wait for.
+    may_drain: bool = False
     # After it succeeded, an inactive unit is what was asked for (degraded "stopped"), not a
     # failure.
     leaves_unit_stopped: bool = False
@@ -66,16 +73,24 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             ChangeKind.STOP,
             systemctl="stop",
+            may_drain=True,
             partial_snapshot_ok=True,
             leaves_unit_stopped=True,
             verifies_before=False,
             button="danger",
         ),
         KindSpec(ChangeKind.START, systemctl="start", serves=True, drops_inflight=False),
-        KindSpec(ChangeKind.RESTART, systemctl="restart", serves=True, partial_snapshot_ok=True),
+        KindSpec(
+            ChangeKind.RESTART,
+            systemctl="restart",
+            serves=True,
+            partial_snapshot_ok=True,
+            may_drain=True,
+        ),
         KindSpec(
             ChangeKind.REDEPLOY,
             systemctl="restart",
+            may_drain=True,
             writes_revision=True,
             new_revision=True,
             serves=True,
@@ -84,6 +99,7 @@ KINDS: dict[str, KindSpec] = {
         KindSpec(
             ChangeKind.MODEL_SWAP,
             systemctl="restart",
+            may_drain=True,
             writes_revision=True,
             new_revision=True,
             serves=True,
@@ -96,6 +112,7 @@ KINDS: dict[str, KindSpec] = {
             writes_revision=True,
             chooses_revision=True,
             serves=True,
+            may_drain=True,
         ),
         KindSpec(
             ChangeKind.ENGINE_REPAIR,
@@ -104,6 +121,7 @@ KINDS: dict[str, KindSpec] = {
             serves=True,
             always_approved=True,
             reinstalls_engine=True,
+            may_drain=True,
         ),
     )
 }
@@ -122,7 +140,13 @@ def kinds_where(flag: str) -> frozenset[str]:
 
 
 def request_field_errors(
-    kind: str, *, model: bool, shaped: Iterable[str], benchmark: bool, revision: bool = False
+    kind: str,
+    *,
+    model: bool,
+    shaped: Iterable[str],
+    benchmark: bool,
+    revision: bool = False,
+    drain: bool = False,
 ) -> dict[str, str]:
     """What a request of `kind` may not carry (or lacks), per field: the one copy of these
     rules, read by the service, the API serializer and the form."""
@@ -141,4 +165,10 @@ def request_field_errors(
     if revision and not declared.chooses_revision:
         choosers = " and a ".join(s.label for s in KINDS.values() if s.chooses_revision)
         errors["revision"] = f"Only a {choosers} takes a revision to go back to."
+    if drain and not declared.may_drain:
+        drainers = ", ".join(s.label for s in KINDS.values() if s.may_drain)
+        errors["drain_hook"] = (
+            f"A {declared.label} does not drain: nothing is in flight to wait for (these may: "
+            f"{drainers})."
+        )
     return errors

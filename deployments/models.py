@@ -19,13 +19,14 @@ from .choices import (
     ApprovalLapse,
     ChangeKind,
     ChangeStatus,
+    DrainState,
     Engine,
     Quantization,
     StepStatus,
 )
 from .unit_files.engine_flags import validate_extra_args
 from .unit_files.serving_plan import ServingPlan, plan_from_unit_text
-from .unit_files.units import validate_environment
+from .unit_files.units import DRAIN_GRACE_MAX_SECONDS, validate_environment
 
 
 class ModelArtifact(models.Model):
@@ -126,6 +127,14 @@ class Deployment(models.Model):
     load_timeout_seconds = models.PositiveIntegerField(
         default=900, validators=[MinValueValidator(5), MaxValueValidator(7200)]
     )
+    drain_grace_seconds = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(DRAIN_GRACE_MAX_SECONDS)],
+        help_text="How long a stopping server lets the requests in flight finish (0: it aborts "
+        "them). vLLM gets --shutdown-timeout with it; systemd's TimeoutStopSec= is set longer "
+        "(unit_files.units.STOP_MARGIN_SECONDS more); SGLang drains on SIGTERM by itself and "
+        "gets TimeoutStopSec= only. Written by the next redeploy or model swap.",
+    )
     current_revision = models.ForeignKey(
         "DeploymentRevision", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -159,6 +168,8 @@ class DeploymentRevision(models.Model):
     bind_address = models.CharField(max_length=45, default="127.0.0.1", blank=True)
     extra_args = models.JSONField(default=list, blank=True, validators=[validate_extra_args])
     environment = models.JSONField(default=dict, blank=True)  # its Environment= assignments
+    # The drain grace its unit gives the engine (vLLM's --shutdown-timeout; 0: none).
+    drain_grace_seconds = models.PositiveIntegerField(default=0)
     # Variables its EnvironmentFile= set when it was adopted (secrets redacted): they expand
     # ${MODEL} and the like in its command line.
     file_variables = models.JSONField(default=dict, blank=True)
@@ -227,6 +238,12 @@ class ChangeRequest(models.Model):
     )
     status_reason = models.TextField(blank=True)
     drift_report = models.JSONField(default=list, blank=True)
+    # Where the job left the host's place in the load balancer's rotation (a drained change):
+    # `draining` is written before the drain hook is sent, so recovery can say a dead job's
+    # host may still be out of rotation.
+    drain_state = models.CharField(
+        max_length=20, choices=DrainState.choices, default=DrainState.NONE, blank=True
+    )
     cancel_requested = models.BooleanField(default=False)
     correlation_id = models.CharField(max_length=64)
     before_snapshot = models.ForeignKey(
@@ -412,8 +429,9 @@ class HostLease(models.Model):
         return f"lease on {self.host_id}: change {self.holder_id} token {self.fencing_token}"
 
 
-# The evaluation rows live in their own module; importing them here registers them with this
-# app and lets the rest of the product import every row from deployments.models.
+# The evaluation rows and the drain hooks live in their own modules; importing them here
+# registers them with this app and lets the rest of the product import every row from here.
+from .drain_hooks import DrainHook  # noqa: E402
 from .evaluation.models import BenchmarkProfile, CoherenceCheck, Evaluation  # noqa: E402
 
 __all__ = [
@@ -423,6 +441,7 @@ __all__ = [
     "CoherenceCheck",
     "Deployment",
     "DeploymentRevision",
+    "DrainHook",
     "Evaluation",
     "HostLease",
     "JobStep",

@@ -7,6 +7,12 @@ it: the unit the change would write is compared with the unit that serves now, o
 that decides what runs and how it is exposed (serving_plan.unit_differences), a rollback's
 earlier revision like any other. Only differences in flags an administrator listed in
 HARMLESS_ENGINE_FLAGS, and in directives units.HARMLESS_DIRECTIVES lists, go without.
+
+A deployment's drain grace goes without too, though it is written from the deployment's field
+only (vLLM's --shutdown-timeout is reserved) and the review shows it: it decides how long a
+stopping server lets the requests in flight finish before aborting them, and the stop timeout
+systemd waits (TimeoutStopSec=, a harmless directive), nothing about what serves, its numerics,
+or who can reach it. At worst a stop takes that long, which is the point of it.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ class RevisionContent:
     file_variables: dict[str, str] = field(default_factory=dict)
     exact: bool = True  # False: adopted with secrets redacted, so it cannot be written back
     bind_address: str | None = None  # None: the deployment's; "" no --host (engine default)
+    drain_grace: int = 0  # vLLM's --shutdown-timeout and the stop timeout it is written with
 
     @property
     def plan(self) -> serving_plan.ServingPlan:
@@ -71,13 +72,13 @@ def revision_render(
         model_path=model.path, served_name=model.served_name,
         tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
         port=deployment.port, bind_address=bind_address, extra_args=args,
-        environment=tuple(sorted(env.items())),
+        environment=tuple(sorted(env.items())), drain_grace=deployment.drain_grace_seconds,
     )  # fmt: skip
     if base is None:
         text = units.render_unit(spec)
         return RevisionContent(
             model, tensor_parallel_size, max_model_len, args, text, env,
-            bind_address=bind_address,
+            bind_address=bind_address, drain_grace=deployment.drain_grace_seconds,
         )  # fmt: skip
     if not base.exact_bytes:
         raise UnitNotWritable(
@@ -88,13 +89,13 @@ def revision_render(
     try:
         text = units.rewrite_unit(
             base.unit_text, exec_start_line=units.exec_start(spec), old_env=base.environment,
-            new_env=env, unit=deployment.unit,
+            new_env=env, unit=deployment.unit, drain_grace=deployment.drain_grace_seconds,
         )  # fmt: skip
     except units.UnitNotRewritable as exc:
         raise UnitNotWritable(f"revision {base.number}: {exc}") from exc
     return RevisionContent(
         model, tensor_parallel_size, max_model_len, args, text, env, dict(base.file_variables),
-        bind_address=bind_address,
+        bind_address=bind_address, drain_grace=deployment.drain_grace_seconds,
     )  # fmt: skip
 
 
@@ -153,7 +154,15 @@ def adopted_content(deployment: Deployment, snapshot: StateSnapshot) -> Revision
         file_variables=variables,
         exact=units.unit_sha256(fragment.text) == fragment.sha256,
         bind_address=plan.host or "",
+        drain_grace=_adopted_grace(plan),
     )
+
+
+def _adopted_grace(plan: serving_plan.ServingPlan) -> int:
+    """The drain grace an adopted unit runs with (its --shutdown-timeout, when the control
+    plane can write it back: 0 when absent or out of the field's bounds)."""
+    grace = plan.shutdown_timeout or 0
+    return grace if 0 <= grace <= units.DRAIN_GRACE_MAX_SECONDS else 0
 
 
 def next_revision_number(deployment: Deployment) -> int:
@@ -196,6 +205,7 @@ def revision_create(
         ),
         extra_args=list(content.extra_args),
         environment=content.environment,
+        drain_grace_seconds=content.drain_grace,
         file_variables=content.file_variables,
         exact_bytes=content.exact,
         unit_text=content.unit_text,
@@ -247,6 +257,8 @@ def _follow_the_unit(deployment: Deployment, content: RevisionContent) -> None:
     host holds stays as it was (the port's checks will say so)."""
     plan = content.plan
     fields: dict[str, str | int] = {"bind_address": plan.host or ""}
+    if content.drain_grace:  # its --shutdown-timeout, which the next rewrite keeps
+        fields["drain_grace_seconds"] = content.drain_grace
     port = plan.port
     others = deployment.host.deployments.exclude(pk=deployment.pk)
     if port is not None and 1024 <= port <= 65535 and not others.filter(port=port).exists():

@@ -18,10 +18,19 @@ import asyncssh
 from django.db import transaction
 
 from controlplane.audit.context import acting
-from deployments.models import Deployment, ModelArtifact
+from deployments.choices import DrainHookKind
+from deployments.models import Deployment, DrainHook, ModelArtifact
 from hosts import services
 from hosts.models import Credential, Host
-from simulator.catalog import CATALOG, DEFAULT_MODEL, DEFAULT_PORT, DEFAULT_TP, DEFAULT_UNIT
+from simulator.catalog import (
+    CATALOG,
+    DEFAULT_MODEL,
+    DEFAULT_PORT,
+    DEFAULT_TP,
+    DEFAULT_UNIT,
+    LB_AGENT_PORT,
+    LB_DRAIN,
+)
 from simulator.server import SimHostInfo
 
 ACTOR = "system:cli"
@@ -109,6 +118,37 @@ def _ensure_deployment(host: Host, model: ModelArtifact) -> None:
     deployment.save()
 
 
+def ensure_drain_hooks() -> list[DrainHook]:
+    """The simulated hosts' load balancer, as the drain hooks an administrator would define for
+    it: its client on the host (`lb-drain`), and its HTTP agent on the host's loopback."""
+    agent = f"http://127.0.0.1:{LB_AGENT_PORT}/v1/backends/{{host}}"
+    hooks = [
+        DrainHook(
+            name="sim-lb",
+            description="The simulated load balancer's client on the host",
+            kind=DrainHookKind.COMMAND,
+            drain_command=f"{LB_DRAIN} out --backend {{host}}",
+            undrain_command=f"{LB_DRAIN} in --backend {{host}}",
+        ),
+        DrainHook(
+            name="sim-lb-http",
+            description="The simulated load balancer's HTTP agent, called from the host",
+            kind=DrainHookKind.HTTP,
+            drain_url=f"{agent}/drain",
+            undrain_url=f"{agent}/undrain",
+        ),
+    ]
+    rows = []
+    for hook in hooks:
+        row = DrainHook.objects.filter(name=hook.name).first()
+        if row is None:
+            hook.full_clean()
+            hook.save()
+            row = hook
+        rows.append(row)
+    return rows
+
+
 def register_fleet(
     hosts: Iterable[SimHostInfo],
     *,
@@ -116,13 +156,15 @@ def register_fleet(
     address: str = "127.0.0.1",
     credential_name: str = CREDENTIAL_NAME,
 ) -> list[Host]:
-    """Create or update the credential, hosts, pinned keys, catalog and deployments.
+    """Create or update the credential, hosts, pinned keys, catalog, the simulated load
+    balancer's drain hooks and the deployments.
 
     Idempotent: running it again changes only what differs (a new port, a regenerated key).
     """
     with acting(ACTOR), transaction.atomic():
         credential = _ensure_credential(client_private_key, credential_name)
         artifacts = ensure_catalog()
+        ensure_drain_hooks()
         default_model = artifacts[(DEFAULT_MODEL.name, DEFAULT_MODEL.variant)]
         rows = []
         for info in hosts:

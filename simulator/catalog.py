@@ -124,6 +124,10 @@ DEFAULT_DISK: dict[str, float] = {
 DEFAULT_MODEL = CATALOG[0]
 DEFAULT_UNIT = "vllm-kimi-k25.service"
 DEFAULT_PORT = 8000
+# Each host's load balancer (simulator.state.load): its client, and its HTTP agent's port on the
+# host's loopback, which drain hooks call.
+LB_DRAIN = "/usr/local/bin/lb-drain"
+LB_AGENT_PORT = 9180
 DEFAULT_TP = 8
 UNIT_DIR = "/etc/systemd/system"
 VLLM_BINARY = "/opt/vllm/.venv/bin/vllm"

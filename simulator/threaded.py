@@ -131,7 +131,21 @@ class FleetHandle:
         return self._call(lambda: set(self._machine(name).faults))
 
     def set_inflight(self, name: str, running: int, waiting: int = 0) -> None:
+        """The load balancer's requests in flight on the host (they hold while it is in
+        rotation, and finish once it is out: simulator.state.load)."""
         self._call(lambda: self._machine(name).set_inflight(running, waiting))
+
+    def set_request_seconds(self, seconds: float, name: str | None = None) -> None:
+        """How long each of the balancer's requests takes (host seconds, default 20)."""
+
+        def apply() -> None:
+            for machine in self._each(name):
+                machine.load.request_seconds = seconds
+
+        self._call(apply)
+
+    def in_rotation(self, name: str) -> bool:
+        return self._call(lambda: self._machine(name).load.in_rotation)
 
     def _each(self, name: str | None) -> list[Machine]:
         return [self._machine(name)] if name else [h.machine for h in self.fleet.hosts]

@@ -41,6 +41,9 @@ class AuditAction(models.TextChoices):
     COHERENCE_CHECK_CREATED = "coherencecheck.created", "coherence check created"
     COHERENCE_CHECK_CHANGED = "coherencecheck.changed", "coherence check changed"
     COHERENCE_CHECK_DELETED = "coherencecheck.deleted", "coherence check deleted"
+    DRAIN_HOOK_CREATED = "drainhook.created", "drain hook created"
+    DRAIN_HOOK_CHANGED = "drainhook.changed", "drain hook changed"
+    DRAIN_HOOK_DELETED = "drainhook.deleted", "drain hook deleted"
     # hosts
     PROBE_COMPLETED = "probe.completed", "probe completed"
     HOST_KEY_PRESENTED = "host.key_presented", "host key presented"
@@ -69,6 +72,8 @@ class AuditAction(models.TextChoices):
     CHANGE_STARTED = "change.started", "job started"
     CHANGE_STEP = "change.step", "job step"
     CHANGE_ROLLBACK_STARTED = "change.rollback_started", "rollback started"
+    CHANGE_DRAINED = "change.drained", "host drained"
+    CHANGE_UNDRAINED = "change.undrained", "host put back in rotation"
     CHANGE_SUCCEEDED = "change.succeeded", "job succeeded"
     CHANGE_FAILED = "change.failed", "job failed"
     CHANGE_ROLLED_BACK = "change.rolled_back", "job rolled back"

@@ -35,6 +35,7 @@ TRACKED: dict[str, set[str]] = {
     "deployments.deployment": {"current_revision"},
     "deployments.benchmarkprofile": set(),
     "deployments.coherencecheck": set(),
+    "deployments.drainhook": {"updated_at"},
     "auth.user": {"last_login"},
     "auth.group": set(),
 }

@@ -16,12 +16,14 @@ from deployments.choices import (
     ChangeStatus,
     StepStatus,
 )
+from deployments.drain_hooks import DEADLINE_MAX_SECONDS, DEADLINE_MIN_SECONDS
 from deployments.models import (
     Approval,
     BenchmarkProfile,
     ChangeRequest,
     Deployment,
     DeploymentRevision,
+    DrainHook,
     JobStep,
     ModelArtifact,
 )
@@ -203,6 +205,24 @@ class ChangeCreateSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Run this benchmark profile before and after the change (serving kinds).",
     )
+    drain_hook = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=DrainHook.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Drain first: the name of an enabled drain hook (GET drain-hooks/). The job "
+        "takes the host out of rotation with it, waits until no request is in flight, acts, "
+        "then puts it back. Every kind but start may drain.",
+    )
+    drain_deadline_seconds = serializers.IntegerField(
+        min_value=DEADLINE_MIN_SECONDS,
+        max_value=DEADLINE_MAX_SECONDS,
+        required=False,
+        allow_null=True,
+        help_text="With drain_hook: how long to wait for the requests in flight (default 300). "
+        "If some still run then, the job fails without touching the service, unless "
+        "acknowledge_busy is set.",
+    )
 
     def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
         if value is None:
@@ -220,8 +240,11 @@ class ChangeCreateSerializer(serializers.Serializer):
             shaped=[n for n in kinds.SHAPING_FIELDS if attrs.get(n) is not None],
             benchmark=bool(attrs.get("benchmark") or attrs.get("benchmark_profile_id")),
             revision=attrs.get("revision") is not None,
+            drain=attrs.get("drain_hook") is not None,
         )
         errors: dict[str, str] = {}
+        if attrs.get("drain_deadline_seconds") is not None and attrs.get("drain_hook") is None:
+            errors["drain_deadline_seconds"] = "A drain deadline needs a drain_hook to drain with."
         for name, message in wrong.items():
             fields = _API_FIELDS.get(name, (name,))
             for field in [f for f in fields if attrs.get(f)] or fields[:1]:
@@ -252,6 +275,8 @@ class ChangeCreateSerializer(serializers.Serializer):
             "acknowledge_integrity": data["acknowledge_integrity"],
             "benchmark": data["benchmark"],
             "benchmark_profile": data.get("benchmark_profile_id"),
+            "drain_hook": data.get("drain_hook"),
+            "drain_deadline_seconds": data.get("drain_deadline_seconds"),
         }
 
 
@@ -390,6 +415,7 @@ class ChangeDetailSerializer(ChangeSerializer):
             "params",
             "params_digest",
             "busy_acknowledged",
+            "drain_state",
             "cancel_requested",
             "drift_report",
             "correlation_id",
@@ -401,6 +427,25 @@ class ChangeDetailSerializer(ChangeSerializer):
             "evaluations",
         ]
         read_only_fields = fields
+
+
+class DrainHookSerializer(serializers.ModelSerializer):
+    """A drain hook as operators choose it: what it runs, with its placeholders."""
+
+    drain = serializers.SerializerMethodField(help_text="What takes the host out of rotation.")
+    undrain = serializers.SerializerMethodField(help_text="What puts it back.")
+
+    class Meta:
+        model = DrainHook
+        fields = ["id", "name", "description", "kind", "enabled", "timeout_seconds", "drain",
+                  "undrain"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_drain(self, hook: DrainHook) -> str:
+        return hook.shown("drain")
+
+    def get_undrain(self, hook: DrainHook) -> str:
+        return hook.shown("undrain")
 
 
 class DecisionRefusalSerializer(RefusalSerializer):

@@ -28,6 +28,7 @@ urlpatterns: list[URLPattern] = [
         endpoint(views.BenchmarkProfileDetail),
         name="benchmark-profile-detail",
     ),
+    path("drain-hooks/", endpoint(views.DrainHookList), name="drain-hook-list"),
     path("models/", endpoint(views.ModelList), name="model-list"),
     path("models/<int:pk>/", endpoint(views.ModelDetail), name="model-detail"),
     # change requests

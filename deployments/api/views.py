@@ -24,7 +24,13 @@ from controlplane.api.pagination import IdPagination, NewestIdPagination
 from controlplane.api.views.base import APIView, row_or_404
 from deployments import services
 from deployments.choices import ChangeStatus
-from deployments.models import BenchmarkProfile, ChangeRequest, Deployment, ModelArtifact
+from deployments.models import (
+    BenchmarkProfile,
+    ChangeRequest,
+    Deployment,
+    DrainHook,
+    ModelArtifact,
+)
 
 from . import selectors
 from .evaluations import BenchmarkProfileSerializer, EvaluationSerializer
@@ -37,6 +43,7 @@ from .serializers import (
     ChangeSerializer,
     DecisionRefusalSerializer,
     DeploymentSerializer,
+    DrainHookSerializer,
     ModelArtifactSerializer,
     RejectSerializer,
     RevisionWithEvaluationsSerializer,
@@ -178,6 +185,22 @@ class BenchmarkProfileDetail(APIView):
     def get(self, request: Request, pk: int) -> Response:
         profile = row_or_404(BenchmarkProfile.objects.all(), pk, "benchmark profile")
         return Response(self.get_serializer(profile).data)
+
+
+class DrainHookList(APIView):
+    serializer_class = DrainHookSerializer
+    pagination_class = IdPagination
+
+    def get_queryset(self) -> QuerySet[DrainHook]:
+        return DrainHook.objects.all()
+
+    @extend_schema(
+        operation_id="drain_hooks_list",
+        summary="Drain hooks a change may drain first with (managed in the admin)",
+        responses=DrainHookSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        return self.page_response(self.get_queryset())
 
 
 # --- change requests -----------------------------------------------------------------------

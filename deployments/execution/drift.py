@@ -3,7 +3,8 @@
 The host's material fingerprint (units, PIDs, models, unit files, GPU processes and who owns
 them) is compared field by field; then the decision's own facts are re-checked on the fresh
 snapshot: the target still fits in what the GPUs have free, and no requests went in flight on a
-server the request did not acknowledge as busy. Each difference is one line of the drift report.
+server the request did not acknowledge as busy (unless it drains first, and so waits for them).
+Each difference is one line of the drift report.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def execution_drift(
         report = [r for r in report if not (unknown and r["field"].startswith(unknown))]
     unit = change.deployment.unit
     inflight = now.inflight(unit)
-    if inflight and not change.busy_acknowledged:
+    # A change that drains first waits for them instead (deployments.execution.drain).
+    drains = "drain" in (change.params or {})
+    if inflight and not change.busy_acknowledged and not drains:
         report.append(
             {
                 "field": f"{unit} requests in flight",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from controlplane.clock import SYSTEM_CLOCK, Clock
 
@@ -33,10 +34,13 @@ class Job:
         # The coherence suite run on what served before the first destructive command, if the
         # unit was serving: a host that was already broken is reported as such.
         self.baseline: Evaluation | None = None
+        # Whether the host was put back in rotation after a drained change, and if not why
+        # (deployments.execution.drain.put_back): the final status says it.
+        self.drain_report: dict[str, Any] | None = None
 
     @contextlib.contextmanager
-    def step(self, name: str) -> Iterator[JobStep]:
-        with self.journal.step(name) as step:
+    def step(self, name: str, *, check_cancel: bool = True) -> Iterator[JobStep]:
+        with self.journal.step(name, check_cancel=check_cancel) as step:
             yield step
 
     def destructive(self) -> None:

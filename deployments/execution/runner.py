@@ -30,8 +30,8 @@ from hosts.ssh import SSHFailure
 from .. import kinds, lifecycle, services
 from ..choices import ApprovalLapse, ChangeStatus
 from ..models import ChangeRequest, Deployment
+from . import drain, plan, verification
 from . import lease as leases
-from . import plan, verification
 from .drift import execution_drift
 from .job import Job
 from .lease import LeaseLost
@@ -43,13 +43,25 @@ __all__ = ["Job", "LeaseLost", "change_execute", "queued_too_long", "recover_int
 
 def run(job: Job) -> None:
     """Check that the decision still holds, take the host, re-check the host itself, evaluate
-    what serves now, then act; a failed verification is kept in a snapshot, and a new revision
-    that fails it restores the previous one."""
+    what serves now, drain it if the request asked to, then act; a failed verification is kept
+    in a snapshot, and a new revision that fails it restores the previous one. A drained host
+    is put back whatever became of the change."""
     basis = _check_decision(job)
     with job.step("take the host lease"):
         job.take_lease()
     before = _check_host(job, basis)
     verification.baseline(job, before)
+    drained = drain.take_out(job)
+    try:
+        if drained is not None:
+            drain.wait_for_idle(job, drained)
+        _act(job)
+    finally:
+        if drained is not None:
+            drain.put_back(job, drained)
+
+
+def _act(job: Job) -> None:
     try:
         plan.apply(job)
     except VerificationFailed as failure:
@@ -161,6 +173,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
     deployment.max_model_len = revision.max_model_len
     deployment.extra_args = revision.extra_args
     deployment.environment = revision.environment
+    deployment.drain_grace_seconds = revision.drain_grace_seconds
     deployment.save(
         update_fields=[
             "current_revision",
@@ -169,6 +182,7 @@ def _apply_revision_to_deployment(change: ChangeRequest) -> None:
             "max_model_len",
             "extra_args",
             "environment",
+            "drain_grace_seconds",
         ]
     )
 
@@ -179,6 +193,7 @@ def _end(job: Job, status: str, reason: str, detail: dict[str, object] | None = 
     host's lease is freed in it too: no one sees the job ended while its host is still held."""
     change = job.change
     change.refresh_from_db(fields=["before_snapshot", "after_snapshot", "drift_report"])
+    reason += drain.outcome_note(job)
     with transaction.atomic():
         running = ChangeRequest.objects.select_for_update().filter(
             pk=change.pk, status=ChangeStatus.RUNNING
@@ -205,6 +220,7 @@ def _end(job: Job, status: str, reason: str, detail: dict[str, object] | None = 
                 "before_snapshot": change.before_snapshot_id,
                 "after_snapshot": change.after_snapshot_id,
                 **({"unfinished_steps": unfinished} if unfinished else {}),
+                **({"drain": job.drain_report} if job.drain_report else {}),
                 **(detail or {}),
             },
         )
@@ -294,14 +310,21 @@ def recover_interrupted(now: dt.datetime | None = None) -> list[int]:
             unfinished = steps_close_unfinished(
                 change=change, why="interrupted: the worker stopped during this step", now=now
             )
+            # A drained host stays out of rotation: nothing here may send it a command.
+            drained = drain.interrupted_note(change)
+            reason = "the worker's heartbeat stopped (killed or partitioned)"
             ended = lifecycle.change_transition(
                 change=change,
                 source=ChangeStatus.RUNNING,
                 target=ChangeStatus.INTERRUPTED,
-                reason="the worker's heartbeat stopped (killed or partitioned)",
+                reason=f"{reason}; {drained['note']}" if drained else reason,
                 action=AuditAction.CHANGE_INTERRUPTED,
                 snapshot=change.snapshot,
-                data={"lease_released": released, "unfinished_steps": unfinished},
+                data={
+                    "lease_released": released,
+                    "unfinished_steps": unfinished,
+                    **({"drain": drained} if drained else {}),
+                },
                 now=now,
             )
             if not ended:

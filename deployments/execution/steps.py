@@ -42,8 +42,11 @@ class StepJournal:
         self.destructive_started = False
 
     @contextlib.contextmanager
-    def step(self, name: str) -> Iterator[JobStep]:
-        self.check_cancel()
+    def step(self, name: str, *, check_cancel: bool = True) -> Iterator[JobStep]:
+        """A step; it first stops the job if a cancel was asked for, unless `check_cancel` is
+        off (what undoes a step, such as putting a drained host back, runs even then)."""
+        if check_cancel:
+            self.check_cancel()
         self.seq += 1
         step = JobStep.objects.create(
             change=self.change,

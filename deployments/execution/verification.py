@@ -13,6 +13,7 @@ from .. import kinds
 from ..choices import CheckOutcome, EvaluationPhase
 from ..evaluation import benchmark
 from ..models import ChangeRequest, DeploymentRevision, Evaluation
+from ..unit_files import units
 from . import evaluations
 from .job import Job
 from .outcomes import VerificationFailed
@@ -21,19 +22,29 @@ from .steps import MAX_OUTPUT_CHARS
 STOP_TIMEOUT_SECONDS = 120
 
 
+def stop_seconds(job: Job) -> int:
+    """How long stopping the unit that serves now may take: a unit written with a drain grace
+    drains for up to that, and systemd kills it only after TimeoutStopSec= (units)."""
+    revision = job.change.from_revision
+    grace = revision.drain_grace_seconds if revision is not None else 0
+    return units.timeout_stop_seconds(grace) if grace else 0
+
+
 def wait_inactive(job: Job) -> None:
+    timeout = max(STOP_TIMEOUT_SECONDS, stop_seconds(job) + STOP_TIMEOUT_SECONDS // 4)
     with job.step("wait for the service to stop") as step:
-        deadline = job.clock.monotonic() + STOP_TIMEOUT_SECONDS
+        deadline = job.clock.monotonic() + timeout
         while job.clock.monotonic() < deadline:
             state = job.shell.unit_state(step, job.deployment.unit)
             if state is not None and state.active_state in {"inactive", "failed"}:
                 return
             job.clock.sleep(settings.HEALTH_POLL_SECONDS)
-        raise VerificationFailed(f"the service did not stop within {STOP_TIMEOUT_SECONDS} s")
+        raise VerificationFailed(f"the service did not stop within {timeout} s")
 
 
 def wait_healthy(job: Job) -> None:
-    timeout = job.deployment.load_timeout_seconds
+    # A restart first stops the unit, which with a drain grace may take that long.
+    timeout = job.deployment.load_timeout_seconds + stop_seconds(job)
     unit = job.deployment.unit
     with job.step(f"wait for /health (up to {timeout} s)") as step:
         deadline = job.clock.monotonic() + timeout
@@ -44,6 +55,8 @@ def wait_healthy(job: Job) -> None:
                 journal = job.shell.run(step, commands.unit_journal(unit, 40))
                 step.output = journal.stdout[-MAX_OUTPUT_CHARS:]
                 raise VerificationFailed("the service failed while starting (journal attached)")
+            # A draining old server is never taken for the new one: vLLM's middleware and
+            # SGLang's graceful exit both answer /health with 503 until they are gone.
             health = job.shell.run(step, commands.http_get(job.port, "/health"))
             if parsers.parse_http(health.stdout).status == 200:
                 step.output = "healthy"

@@ -14,7 +14,7 @@ from hosts.state import HostState
 
 from .. import fit, kinds, policy, revisions, rollback
 from ..choices import ACTIVE_JOB_STATUSES
-from ..models import ChangeRequest, Deployment, DeploymentRevision, ModelArtifact
+from ..models import ChangeRequest, Deployment, DeploymentRevision, DrainHook, ModelArtifact
 from ..unit_files import engine_flags, units
 from .integrity import IntegrityFinding, latest_integrity, repair_basis
 from .refusals import ChangeRefused, require_stored_rows_valid
@@ -38,13 +38,16 @@ class Preflight:
     # What the requester has acknowledged (the change form's checkboxes, or the request's).
     busy_acknowledged: bool = False
     integrity_acknowledged: bool = False
+    # The change drains first: requests in flight are waited for, not dropped, so they need an
+    # acknowledgement only for the case the drain's deadline passes with some still running.
+    drains: bool = False
 
     @property
     def unacknowledged(self) -> list[str]:
         """The warnings a request is refused on until they are acknowledged, and that are not
         acknowledged yet (the others, such as GPU facts a partial snapshot lacks, only warn)."""
         needed = [
-            (self.busy_warning, self.busy_acknowledged),
+            (self.busy_warning, self.busy_acknowledged or self.drains),
             (self.integrity_warning, self.integrity_acknowledged),
         ]
         return [warning for warning, acknowledged in needed if warning and not acknowledged]
@@ -143,11 +146,14 @@ def change_check(
     revision: DeploymentRevision | None = None,
     acknowledge_busy: bool = False,
     acknowledge_integrity: bool = False,
+    drain_hook: DrainHook | None = None,
+    drain_deadline_seconds: int | None = None,
 ) -> ChangeCheck:
     """The change form's pre-flight, from every field of the form that the request's own checks
     weigh, through the same functions the request calls (change_target_for, change_preflight,
     policy.approval_reasons), so that the form cannot say "fits" about a change the request
-    refuses. Without a `snapshot` there is nothing to check the target against."""
+    refuses. Without a `snapshot` there is nothing to check the target against. A `drain_hook`
+    means the change drains first (its deadline is checked by the request)."""
     try:
         target = change_target_for(
             deployment=deployment, kind=kind, model=model,
@@ -159,7 +165,10 @@ def change_check(
         return ChangeCheck(target_error=exc.message)
     checks = None
     if snapshot is not None:
-        checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
+        checks = change_preflight(
+            deployment=deployment, target=target, snapshot=snapshot,
+            drains=drain_hook is not None,
+        )  # fmt: skip
         checks.busy_acknowledged = acknowledge_busy
         checks.integrity_acknowledged = acknowledge_integrity
     return ChangeCheck(target, None, checks, policy.approval_reasons(target=target))
@@ -171,11 +180,13 @@ def change_preflight(
     target: revisions.ChangeTarget,
     snapshot: StateSnapshot,
     decided_on: StateSnapshot | None = None,
+    drains: bool = False,
 ) -> Preflight:
     """What the snapshot says about carrying out `target`: trust, one job per host, fit at the
-    parallelism the target unit will run, requests in flight, and the engine's integrity (an
-    engine repair's from the snapshot the request was `decided_on`, when that is older)."""
-    result = Preflight()
+    parallelism the target unit will run, requests in flight (waited for when the change
+    `drains` first, else dropped), and the engine's integrity (an engine repair's from the
+    snapshot the request was `decided_on`, when that is older)."""
+    result = Preflight(drains=drains)
     host = deployment.host
     if host.host_key_status != HostKeyStatus.PINNED:
         result.problems.append("the host key is not pinned: every command to this host is blocked")
@@ -206,8 +217,11 @@ def change_preflight(
         result.inflight = state.inflight(deployment.unit)
         if result.inflight:
             result.busy = True
-            result.busy_warning = (
-                f"the server has {result.inflight:.0f} requests in flight; acting now drops them"
+            result.busy_warning = f"the server has {result.inflight:.0f} requests in flight; " + (
+                "the job drains the host first and waits for them to finish; acknowledge "
+                "to drop those still running when the drain's deadline passes"
+                if drains
+                else "acting now drops them"
             )
             result.warnings.append(result.busy_warning)
     _integrity(result, deployment, target.kind, decided_on or snapshot)
@@ -287,7 +301,11 @@ def change_review(*, change: ChangeRequest, snapshot: StateSnapshot) -> Prefligh
         file_variables=dict(shown.file_variables),
     )
     checks = change_preflight(
-        deployment=change.deployment, target=target, snapshot=snapshot, decided_on=change.snapshot
+        deployment=change.deployment,
+        target=target,
+        snapshot=snapshot,
+        decided_on=change.snapshot,
+        drains="drain" in (change.params or {}),
     )
     checks.busy_acknowledged = change.busy_acknowledged
     checks.integrity_acknowledged = "integrity_acknowledged" in (change.params or {})

@@ -22,9 +22,11 @@ from ..models import (
     ChangeRequest,
     Deployment,
     DeploymentRevision,
+    DrainHook,
     ModelArtifact,
 )
 from .approvals import change_params_digest
+from .drain_requests import drain_params
 from .preflight import Preflight, change_preflight, change_target_for
 from .refusals import ChangeRefused, require_reason, require_role, shown_in, stale
 
@@ -47,6 +49,8 @@ def change_request_create(
     acknowledge_integrity: bool = False,
     benchmark: bool = False,
     benchmark_profile: BenchmarkProfile | None = None,
+    drain_hook: DrainHook | None = None,
+    drain_deadline_seconds: int | None = None,
 ) -> ChangeRequest:
     # One function, long for its keyword parameters: the one place a change is requested.
     """Record a request on `snapshot`: queued at once, or waiting for a second person when the
@@ -59,6 +63,9 @@ def change_request_create(
     set), before and after the change. A rollback goes back to `revision`, any revision the
     deployment served but the current one, or by default to the one before the current one;
     it needs the approval its content needs (deployments.policy compares the units).
+    With a `drain_hook` the job drains the host first and
+    waits up to `drain_deadline_seconds` for the requests in flight (deployments.execution.
+    drain); `acknowledge_busy` then lets it go ahead if some are still running at the deadline.
     """
     require_role(user, OPERATOR, "Requesting a change")
     if kind not in kinds.KINDS:
@@ -69,9 +76,11 @@ def change_request_create(
     wrong = kinds.request_field_errors(
         kind, model=model is not None, shaped=[k for k, v in shaped.items() if v is not None],
         benchmark=benchmark or benchmark_profile is not None, revision=revision is not None,
+        drain=drain_hook is not None,
     )  # fmt: skip
     if wrong:
         raise ChangeRefused(" ".join(wrong.values()), fields=wrong)
+    drain = drain_params(drain_hook, drain_deadline_seconds)
     profile = _benchmark_profile(benchmark_profile, benchmark)
     if kinds.spec(kind).takes_model and model is not None and model.pk == deployment.model_id:
         raise ChangeRefused("a model swap needs a different model from the catalog")
@@ -96,14 +105,20 @@ def change_request_create(
                 extra_args=extra_args, environment=environment, snapshot=snapshot,
                 revision=revision,
             )  # fmt: skip
-        checks = change_preflight(deployment=deployment, target=target, snapshot=snapshot)
+        checks = change_preflight(
+            deployment=deployment, target=target, snapshot=snapshot, drains=drain is not None
+        )
         with shown_in("preflight"):
             _refuse_on_preflight(checks, acknowledge_busy, acknowledge_integrity)
         because = policy.approval_reasons(target=target)
         params = _params(deployment, kind, checks, because, profile, unknown)
+        if drain is not None:
+            params["drain"] = drain
+        # Draining, the acknowledgement is for the deadline: whatever is in flight then.
+        busy = acknowledge_busy if drain is not None else checks.busy
         change = _store(
             user=user, deployment=deployment, target=target, snapshot=snapshot, reason=reason,
-            because=because, busy=checks.busy, params=params,
+            because=because, busy=busy, params=params,
         )  # fmt: skip
         _record_requested(change, user=user, target=target, checks=checks, age=age)
         if change.status == ChangeStatus.QUEUED:
@@ -171,7 +186,7 @@ def _refuse_on_preflight(
         raise ChangeRefused("; ".join(checks.problems), code="conflict")
     missing: list[str] = []
     details: dict[str, bool] = {}
-    if checks.busy and not acknowledge_busy:
+    if checks.busy and not acknowledge_busy and not checks.drains:
         missing.append(f"the server has {checks.inflight:.0f} requests in flight")
         details["needs_acknowledgement"] = True
     if checks.integrity_unclean and not acknowledge_integrity:
@@ -296,6 +311,7 @@ def _record_requested(
             "inflight": checks.inflight,
             "benchmark": (change.params.get("benchmark") or {}).get("name"),
             "engine_package": change.params.get("engine_package"),
+            "drain": change.params.get("drain"),
         },
     )
     _record_acknowledged(change, user=user, checks=checks)
@@ -313,8 +329,10 @@ def _record_acknowledged(change: ChangeRequest, *, user: Any, checks: Preflight)
         acknowledged.append(
             (AuditAction.CHANGE_INTEGRITY_ACKNOWLEDGED, params["integrity_acknowledged"])
         )
-    if checks.busy:
-        data = {"inflight": checks.inflight, "warning": checks.warnings}
+    if change.busy_acknowledged:
+        data: dict[str, Any] = {"inflight": checks.inflight, "warning": checks.warnings}
+        if "drain" in params:  # what is still in flight when the drain's deadline passes
+            data["at_drain_deadline"] = params["drain"]["deadline_seconds"]
         acknowledged.append((AuditAction.CHANGE_BUSY_ACKNOWLEDGED, data))
     for action, data in acknowledged:
         audit.record(

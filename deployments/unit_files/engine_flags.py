@@ -50,6 +50,8 @@ RESERVED: dict[str, str] = {
     "--port": "the deployment's port field",
     "--host": "the deployment's bind_address field",
     "--uds": "the deployment's bind_address and port fields",
+    # How long a stopping server drains; systemd's stop timeout is written to match it.
+    "--shutdown-timeout": "the deployment's drain_grace_seconds field",
     # A config file could set any of the above behind the reviewer's back.
     "--config": "the deployment's fields and extra arguments, never by a config file",
 }

@@ -41,6 +41,8 @@ class ServingPlan:
     port: int | None = None
     host: str | None = None  # None: the engine's default (every interface)
     memory_fraction: float | None = None
+    # vLLM's --shutdown-timeout: how long a stopping server drains (None: not given, 0: abort).
+    shutdown_timeout: int | None = None
     flags: dict[str, str | None] = field(default_factory=dict)  # every other flag, canonical
 
     @property
@@ -70,6 +72,7 @@ _IDENTITY = {
     # Its second name, --device-memory-utilization, is read as it (engine_flags.ALIASES).
     "--gpu-memory-utilization": "memory_fraction",
     "--mem-fraction-static": "memory_fraction",
+    "--shutdown-timeout": "shutdown_timeout",
 }
 
 
@@ -178,6 +181,7 @@ def plan_from_argv(argv: Sequence[str]) -> ServingPlan:
         port=_int(one("port"), 8000 if engine == "vllm" else 30000),
         host=one("host"),
         memory_fraction=_float(one("memory_fraction")),
+        shutdown_timeout=_int_or_none(one("shutdown_timeout")),
         flags=flags,
     )
 
@@ -247,6 +251,17 @@ def plan_changes(
         for attr, label, why in _IDENTITY_FIELDS
         if getattr(before, attr) != getattr(after, attr)
     ]
+    if before.shutdown_timeout != after.shutdown_timeout:
+        # Shown, and harmless (deployments.policy says why): it decides how long a stopping
+        # server lets its requests finish, nothing about what serves or who reaches it.
+        changes.append(
+            PlanChange(
+                "drain grace (--shutdown-timeout)",
+                before.shutdown_timeout,
+                after.shutdown_timeout,
+                "",
+            )
+        )
     for flag in sorted(set(before.flags) | set(after.flags)):
         old, new = before.flags.get(flag, _ABSENT), after.flags.get(flag, _ABSENT)
         if old == new:

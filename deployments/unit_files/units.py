@@ -26,6 +26,20 @@ ENV_VALUE_RE = re.compile(r"[A-Za-z0-9._:,/+=@%-]{0,500}")
 # host, never in a unit file the control plane stores, shows and audits.
 SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
 
+# A deployment's drain grace: how long a stopping server lets the requests in flight finish.
+DRAIN_GRACE_MAX_SECONDS = 3600
+# systemd's TimeoutStopSec= is the grace plus this: after the drain, vLLM still aborts what is
+# left, stops its EngineCore and GPU workers and frees their memory (seconds to tens of seconds
+# on 8 GPUs holding a 1T-parameter model), and SIGKILL in the middle of that can leave GPU
+# memory held until the workers are reaped. SGLang, which drains on SIGTERM without a bound
+# of its own, is stopped by this timeout.
+STOP_MARGIN_SECONDS = 30
+
+
+def timeout_stop_seconds(drain_grace: int) -> int:
+    """TimeoutStopSec= for a unit whose engine drains for `drain_grace` seconds."""
+    return drain_grace + STOP_MARGIN_SECONDS
+
 
 @dataclass(frozen=True)
 class UnitSpec:
@@ -40,6 +54,15 @@ class UnitSpec:
     bind_address: str
     extra_args: tuple[str, ...]
     environment: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    drain_grace: int = 0  # seconds; 0: the engine aborts what is in flight when stopped
+
+
+def check_drain_grace(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise commands.UnsafeCommand(f"refusing a drain grace of {value!r}")
+    if not 0 <= value <= DRAIN_GRACE_MAX_SECONDS:
+        raise commands.UnsafeCommand(f"refusing a drain grace of {value!r} s")
+    return value
 
 
 def check_model_location(value: str) -> str:
@@ -84,6 +107,10 @@ def exec_start(spec: UnitSpec) -> str:
     # No bind address: the unit runs without --host, on the engine's own default (vLLM and
     # SGLang listen on every interface then), as an adopted unit that had none did.
     host = ["--host", commands.check_address(spec.bind_address)] if spec.bind_address else []
+    grace = check_drain_grace(spec.drain_grace)
+    # vLLM drains only when told to (--shutdown-timeout 0, its default, aborts); SGLang always
+    # drains on SIGTERM and has no such flag: systemd's TimeoutStopSec= bounds it.
+    shutdown = ["--shutdown-timeout", str(grace)] if grace else []
     if spec.engine == "sglang":
         argv = [
             spec.engine_binary, "-m", "sglang.launch_server",
@@ -102,6 +129,7 @@ def exec_start(spec: UnitSpec) -> str:
             "--max-model-len", str(spec.max_model_len),
             "--port", str(spec.port),
             *host,
+            *shutdown,
         ]  # fmt: skip
     return shlex.join([*argv, *spec.extra_args])
 
@@ -111,6 +139,8 @@ def render_unit(spec: UnitSpec) -> str:
     commands.check_unit(spec.unit)
     check_environment(spec.environment)
     environment = "".join(_environment_line(k, v) for k, v in spec.environment)
+    grace = check_drain_grace(spec.drain_grace)
+    stop = f"TimeoutStopSec={timeout_stop_seconds(grace)}\n" if grace else ""
     return (
         "[Unit]\n"
         f"Description={description(spec.unit)}\n"
@@ -121,6 +151,7 @@ def render_unit(spec: UnitSpec) -> str:
         f"{environment}"
         f"ExecStart={exec_start(spec)}\n"
         "Restart=no\n"
+        f"{stop}"
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
@@ -218,11 +249,13 @@ def rewrite_unit(
     old_env: dict[str, str],
     new_env: dict[str, str],
     unit: str = "",
+    drain_grace: int = 0,
 ) -> str:
     """`text` with its engine command line (the last ExecStart= of [Service]) replaced by
     `exec_start_line` and the Environment= assignments that differ between `old_env` and
     `new_env` moved to their new values; every other line byte for byte as it was, earlier
-    ExecStart= lines included."""
+    ExecStart= lines included. With a `drain_grace`, systemd's stop timeout is set longer than
+    it (the last TimeoutStopSec= rewritten, or one added); without, the unit's own stays."""
     check_environment(new_env)
     changed = {k for k in set(old_env) | set(new_env) if old_env.get(k) != new_env.get(k)}
     lines = _lines(text)
@@ -237,8 +270,13 @@ def rewrite_unit(
             "the command lines before it), so there is no engine command line to rewrite"
         )
     prefix = _EXEC_PREFIX_RE.match(old_value)
+    stop_at, stop_line = _stop_timeout_line(lines, starts[-1], drain_grace)
     out: list[str] = []
     for i, line in enumerate(lines):
+        if i == stop_at:
+            out.append(stop_line)
+            if _is_service_key(line, "TimeoutStopSec"):
+                continue
         if i == starts[-1]:
             out += [_environment_line(n, new_env[n]) for n in sorted(changed) if n in new_env]
             out.append(f"ExecStart={prefix.group(0) if prefix else ''}{exec_start_line}\n")
@@ -248,7 +286,29 @@ def rewrite_unit(
             out.append(f"Description={description(unit)}\n")
         else:
             out += line.raw
+    if stop_at == len(lines):  # after a TimeoutSec= on the file's last line
+        out.append(stop_line)
     return "".join(out)
+
+
+def _stop_timeout_line(lines: list[_Line], engine_line: int, drain_grace: int) -> tuple[int, str]:
+    """Where the stop timeout goes and what it says ((-1, "") without a drain grace): in place
+    of the last TimeoutStopSec= when no TimeoutSec= follows it, else after the last of the two
+    (systemd takes the last assignment), else before the engine's command line."""
+    if not check_drain_grace(drain_grace):
+        return -1, ""
+    line = f"TimeoutStopSec={timeout_stop_seconds(drain_grace)}\n"
+    timeouts = [
+        i
+        for i, found in enumerate(lines)
+        if _is_service_key(found, "TimeoutStopSec") or _is_service_key(found, "TimeoutSec")
+    ]
+    if not timeouts:
+        return engine_line, line
+    last = timeouts[-1]
+    if _is_service_key(lines[last], "TimeoutStopSec"):
+        return last, line
+    return last + 1, line  # right after a TimeoutSec=, which set both timeouts
 
 
 def line_number(lines: list[_Line], index: int) -> int:

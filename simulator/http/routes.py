@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .. import catalog
+from . import rotation_agent
 from .completions import Pending, detokenize, invocation_is_chat, plan, tokenize
 from .metrics import metrics
 from .responses import Response, empty, json_response
@@ -48,6 +49,8 @@ def request(
                 28,
             )
         return None, f"Could not resolve host: {host}", 6
+    if port == rotation_agent.AGENT_PORT and host in LOCAL_HOSTS and parts.scheme == "http":
+        return rotation_agent.handle(machine, method, parts.path or "/"), "", 0
     # A server answers only on the addresses it bound (--host), and not at all on --uds or
     # --headless: curl then finds the port closed.
     served = machine.server_at(host, port)
@@ -91,6 +94,8 @@ ROUTES: dict[str, tuple[str, ...]] = {}
 for _path, _method in ROUTE_TABLE:
     ROUTES[_path] = (*ROUTES.get(_path, ()), _method)
 METRICS_CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
+# What a draining server still answers (vLLM's middleware exempts these paths).
+DRAINING_ANSWERS = frozenset({"/metrics", "/live"})
 
 
 def handle(
@@ -116,6 +121,10 @@ def _route(
 ) -> Response | Pending:
     engine = run.engine
     assert engine is not None
+    if run.draining_since is not None and path not in DRAINING_ANSWERS:
+        # vLLM's ServiceUnavailableMiddleware while it drains on SIGTERM (--shutdown-timeout):
+        # every request but liveness and metrics is refused, before any other check.
+        return json_response(503, {"error": "Service Unavailable"})
     if not _authorized(run, path, headers):
         return json_response(401, {"error": "Unauthorized"})
     if path not in ROUTES:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import catalog, journal, real_engine
+from .. import catalog, journal, real_engine, serving
 from ..vllm_cli import core_pid, parse_vllm_argv, with_environment_key
 from .engine_start import BOOT_LOAD_SECONDS, doom, plan_engine
 from .environment import MissingEnvironmentFile, expand_argv, needs_expansion, unit_environment
 from .gpus import stable_fraction
-from .units import Run, Unit, run_binary
+from .units import Run, Stopping, Unit, run_binary
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -25,11 +25,16 @@ EXECUTABLES = frozenset({catalog.VLLM_BINARY, "/usr/bin/sleep", "/usr/bin/python
 # The main process's exit status per failure (argparse exits 2, `--help` 0, tracebacks 1).
 EXIT_STATUS = {"exec": 203, "help": 0, "usage": 2}
 _STATUS_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 203: "EXEC"}
+# After its drain, vLLM aborts what is left, stops its EngineCore and GPU workers and frees
+# their memory before the API server exits (host seconds).
+ENGINE_TEARDOWN_SECONDS = 2.0
 
 
 def settle(machine: Machine, unit: Unit, now: float) -> None:
     """Apply every transition of `unit` that was due by `now`, in order."""
     while True:
+        if unit.stopping is not None and not _settle_stop(machine, unit, now):
+            return
         run = unit.run
         if run is None:
             if unit.restart_at is not None and unit.restart_at <= now:
@@ -57,32 +62,114 @@ def describe(unit: Unit) -> str:
 
 def start(machine: Machine, unit: Unit) -> None:
     now = machine.tick()
+    if unit.stopping is not None:  # systemd queues the start behind the stop under way
+        unit.stopping.then_start = True
+        return
     if unit.run is not None:
         return
+    _start_at(machine, unit, now)
+
+
+def _start_at(machine: Machine, unit: Unit, at: float) -> None:
     unit.restart_at = None
     unit.recent_starts = []
-    spawn(machine, unit, now)
+    spawn(machine, unit, at)
 
 
-def stop(machine: Machine, unit: Unit) -> None:
+def stop(machine: Machine, unit: Unit, *, then_start: bool = False) -> None:
+    """SIGTERM to the main process. A vLLM with --shutdown-timeout drains first: the unit is
+    deactivating until what is in flight finished or the timeout passed (or systemd's
+    TimeoutStopSec= killed it), and a restart starts it again only then (`then_start`)."""
     now = machine.tick()
     unit.restart_at = None
+    if unit.stopping is not None:  # already on its way down: a restart asked for meanwhile
+        unit.stopping.then_start = unit.stopping.then_start or then_start
+        return
     run = unit.run
     if run is None:
         if unit.active_state != "failed":
             unit.active_state, unit.sub_state = "inactive", "dead"
+        if then_start:
+            _start_at(machine, unit, now)
         return
-    desc = describe(unit)
-    machine.log_systemd(unit, f"Stopping {desc}...", now)
+    machine.log_systemd(unit, f"Stopping {describe(unit)}...", now)
     real_engine.stop(machine, unit, run)  # a real engine: stopped, and waited for
-    if run.engine is not None and run.ready(now):
-        machine.log_vllm(unit, run, now, journal.shutdown_lines(run))
+    engine = run.engine
+    grace = engine.shutdown_timeout if engine is not None and run.ready(now) else 0
+    if grace > 0 and unit.run is run:
+        run.draining_since = now
+        machine.load.stop_arrivals(now)  # the balancer's new requests get 503 now
+        limit = unit.definition.timeout_stop_sec if unit.definition else 90.0
+        unit.stopping = Stopping(now, now + grace, now + limit, then_start)
+        unit.active_state, unit.sub_state = "deactivating", "stop-sigterm"
+        settle(machine, unit, now)
+        return
+    _stopped(machine, unit, run, now)  # --shutdown-timeout 0: what is in flight is aborted
+    if then_start:
+        _start_at(machine, unit, now)
+
+
+def restart(machine: Machine, unit: Unit) -> None:
+    stop(machine, unit, then_start=True)
+
+
+def _settle_stop(machine: Machine, unit: Unit, now: float) -> bool:
+    """Finish a draining stop if it was due by `now`; False while it is still under way."""
+    stopping, run = unit.stopping, unit.run
+    assert stopping is not None
+    if run is None:
+        unit.stopping = None
+        return True
+    # The balancer's requests end when the load says; the engine's own (a curl on the host)
+    # are seen ending when they do.
+    if serving.running_requests(machine, run) > 0:
+        stopping.busy_until = now
+    busy = stopping.busy_until == now
+    idle_at = max(machine.load.last_end(now), stopping.since, stopping.busy_until)
+    drained_at = min(stopping.drain_until, idle_at)
+    exits_at = drained_at + ENGINE_TEARDOWN_SECONDS
+    if exits_at > stopping.kill_at and now >= stopping.kill_at:
+        _killed(machine, unit, run, stopping.kill_at)
+    elif exits_at <= now and (not busy or now >= stopping.drain_until):
+        _stopped(machine, unit, run, exits_at)
+    else:
+        return False
+    unit.stopping = None
+    if stopping.then_start:
+        _start_at(machine, unit, unit.stopping_ended_at)
+    return True
+
+
+def _stopped(machine: Machine, unit: Unit, run: Run, at: float) -> None:
+    """The main process exited on SIGTERM, what was left in flight aborted."""
+    if run.engine is not None and run.ready(at):
+        machine.log_vllm(unit, run, at, journal.shutdown_lines(run))
+    machine.load.abort()
     unit.run = None
+    unit.stopping_ended_at = at
     unit.active_state, unit.sub_state, unit.result = "inactive", "dead", "success"
-    unit.active_exit_wall = machine.wall_of(now)
+    unit.active_exit_wall = machine.wall_of(at)
     unit.exec_main_code, unit.exec_main_status = 1, 0  # vLLM exits 0 on SIGTERM
-    machine.log_systemd(unit, f"{unit.name}: Deactivated successfully.", now)
-    machine.log_systemd(unit, f"Stopped {desc}.", now)
+    machine.log_systemd(unit, f"{unit.name}: Deactivated successfully.", at)
+    machine.log_systemd(unit, f"Stopped {describe(unit)}.", at)
+
+
+def _killed(machine: Machine, unit: Unit, run: Run, at: float) -> None:
+    """TimeoutStopSec= passed before the main process exited: systemd killed it."""
+    for message in (
+        f"{unit.name}: State 'stop-sigterm' timed out. Killing.",
+        f"{unit.name}: Killing process {run.pid} (vllm) with signal SIGKILL.",
+        f"{unit.name}: Main process exited, code=killed, status=9/KILL",
+        f"{unit.name}: Failed with result 'timeout'.",
+    ):
+        machine.log_systemd(unit, message, at)
+    machine.load.abort()
+    unit.run = None
+    unit.stopping_ended_at = at
+    unit.active_state, unit.sub_state, unit.result = "failed", "failed", "timeout"
+    unit.active_exit_wall = machine.wall_of(at)
+    unit.exec_main_code, unit.exec_main_status = 2, 9
+    machine.log_systemd(unit, f"Stopped {describe(unit)}.", at)
 
 
 def kill(machine: Machine, unit: Unit, kind: str) -> None:
@@ -91,6 +178,7 @@ def kill(machine: Machine, unit: Unit, kind: str) -> None:
     run = unit.run
     if run is None:
         return
+    unit.stopping = None  # it died draining: what systemd does next is Restart='s business
     run.failure, run.fail_at, run.ready_at = kind, now, None
     settle(machine, unit, now)
 
@@ -126,6 +214,7 @@ def spawn(machine: Machine, unit: Unit, at: float, *, booted: bool = False) -> N
     pid = _alloc_pid(machine)
     wall = machine.wall_of(at)
     run = Run(pid, at, wall, engine, argv=argv, environment=environment)
+    machine.load.server_started()
     unit.run = run
     unit.active_state, unit.sub_state, unit.result = "active", "running", "success"
     unit.active_enter_wall = wall

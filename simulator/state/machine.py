@@ -21,6 +21,7 @@ from ..vllm_cli import EngineArgs
 from . import gpu_faults, gpus, kernel_log, lifecycle, process_table
 from .gpus import AppReading, ForeignProcess, GpuReading, stable_fraction
 from .hardware import DEFAULT_HARDWARE, HardwareProfile
+from .load import Load
 from .snapshot import snapshot
 from .unit_file import parse_unit_file
 from .units import JournalEntry, Run, Unit, UnitDefinition
@@ -73,8 +74,8 @@ class Machine:
         self.fault_since: dict[str, float] = {}  # GPU faults: when each went on (monotonic)
         # A fault listed here hits only these model paths (a bad build, not a bad host).
         self.fault_models: dict[str, set[str]] = {}
-        self.inflight_running = 0
-        self.inflight_waiting = 0
+        # The load balancer's requests in flight, and whether it sends this host any (load).
+        self.load = Load()
         self.disk: dict[str, float] = dict(catalog.DEFAULT_DISK)
         self.hf_cache: dict[str, str] = dict(catalog.DEFAULT_HF_CACHE)  # repo id -> snapshot
         self.unit_files: dict[str, str] = {}
@@ -215,8 +216,7 @@ class Machine:
         lifecycle.stop(self, unit)
 
     def restart(self, unit: Unit) -> None:
-        self.stop(unit)
-        self.start(unit)
+        lifecycle.restart(self, unit)
 
     def kill(self, unit: Unit, kind: str = "crash") -> None:
         """The main process dies now (a crash nobody asked for); Restart= decides what follows."""
@@ -282,14 +282,35 @@ class Machine:
         model = catalog.MODELS_BY_PATH.get(self.model_dir(engine.model_path) or "")
         return model.max_model_len if model else 32768
 
+    @property
+    def inflight_running(self) -> int:
+        """The balancer's requests the engine is generating for now."""
+        return self.load.counts(self.clock())[0]
+
+    @property
+    def inflight_waiting(self) -> int:
+        return self.load.counts(self.clock())[1]
+
     def kv_cache_usage(self) -> float:
-        if self.inflight_running <= 0:
+        running = self.inflight_running
+        if running <= 0:
             return 0.0
-        return round(min(1.0, 0.04 + 0.021 * self.inflight_running), 4)
+        return round(min(1.0, 0.04 + 0.021 * running), 4)
 
     def set_inflight(self, running: int, waiting: int = 0) -> None:
-        self.inflight_running = max(0, int(running))
-        self.inflight_waiting = max(0, int(waiting))
+        self.tick()
+        self.load.set(running, waiting, self.clock())
+
+    # --- the load balancer's rotation (the lb-drain tool and its HTTP agent) ----------------
+
+    def rotation_out(self) -> None:
+        """Out of the balancer's rotation: no new request arrives, those in flight finish."""
+        now = self.tick()
+        self.load.rotation_out(now)
+
+    def rotation_in(self) -> None:
+        self.tick()
+        self.load.rotation_in()
 
     # --- out-of-band changes (what tests use to create drift) ------------------------------
 

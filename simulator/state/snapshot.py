@@ -32,6 +32,7 @@ def snapshot(machine: Machine) -> dict[str, Any]:
         "load_seconds": machine.load_seconds,
         "slow_seconds": machine.slow_seconds,
         "inflight": {"running": machine.inflight_running, "waiting": machine.inflight_waiting},
+        "in_rotation": machine.load.in_rotation,
         "hardware": machine.hardware.describe(),
         "gpus": [
             {k: v for k, v in r.__dict__.items() if k not in ("pstate", "hardware")}

@@ -9,6 +9,7 @@ ExecStart= is refused, as systemd refuses it.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 
@@ -45,6 +46,7 @@ def parse_unit_file(
         restart_sec = float(last("Service", "RestartSec", "0.1").rstrip("s") or 0.1)
     except ValueError:
         restart_sec = 0.1
+    stop = last("Service", "TimeoutStopSec") or last("Service", "TimeoutSec")
     return UnitDefinition(
         text=text,
         dropins=tuple(dropins),
@@ -57,10 +59,30 @@ def parse_unit_file(
         ),
         restart=last("Service", "Restart", "no"),
         restart_sec=restart_sec,
+        timeout_stop_sec=_seconds(stop, 90.0),
         bad_setting=bad,
         # With variables in it the command line is only known when the process starts.
         engine=parse_vllm_argv(argv) if argv and not needs_expansion(argv) else None,
     )
+
+
+_TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "ms": 0.001}
+
+
+def _seconds(value: str, default: float) -> float:
+    """A systemd time span (`90`, `90s`, `1min 30s`, `infinity`) in seconds; `default` for
+    what systemd would reject (it keeps its default then, and logs it)."""
+    value = value.strip()
+    if not value:
+        return default
+    if value == "infinity" or re.fullmatch(r"0+(?:\.0+)?\s*[a-z]*", value):
+        return float("inf")  # 0 turns the timeout off, as infinity does
+    total = 0.0
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value):
+        if unit not in _TIME_UNITS:
+            return default
+        total += float(number) * _TIME_UNITS[unit]
+    return total if re.fullmatch(r"(\s*\d+(?:\.\d+)?\s*[a-z]*)+", value) else default
 
 
 def _logical_lines(text: str) -> list[str]:

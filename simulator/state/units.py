@@ -58,6 +58,9 @@ class UnitDefinition:
     environment_files: tuple[tuple[str, bool], ...] = ()  # (path, optional)
     restart: str = "no"
     restart_sec: float = 0.1
+    # How long systemd waits for the main process to exit after SIGTERM before SIGKILL
+    # (TimeoutStopSec=, or TimeoutSec=; DefaultTimeoutStopSec=90s otherwise).
+    timeout_stop_sec: float = 90.0
     bad_setting: str | None = None
     engine: EngineArgs | None = None  # None too when ExecStart= needs the environment
 
@@ -102,6 +105,9 @@ class Run:
     finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0})
     # When its engine core and GPU workers died under the API server (engine_core_died).
     core_died_at: float | None = None
+    # When SIGTERM made it drain (--shutdown-timeout): it answers only /metrics and /live then,
+    # everything else with 503, while what is in flight finishes.
+    draining_since: float | None = None
 
     def ready(self, now: float) -> bool:
         return self.ready_at is not None and now >= self.ready_at
@@ -156,6 +162,18 @@ class Run:
 
 
 @dataclass
+class Stopping:
+    """A stop in progress: SIGTERM sent at `since` to a server draining until `drain_until`;
+    systemd kills it at `kill_at`; `then_start` when the stop is a restart's."""
+
+    since: float
+    drain_until: float
+    kill_at: float
+    then_start: bool = False
+    busy_until: float = 0.0  # the last time the engine was seen generating for a request
+
+
+@dataclass
 class Unit:
     name: str
     definition: UnitDefinition | None  # None: not found
@@ -174,6 +192,8 @@ class Unit:
     exec_main_start_wall: float | None = None
     exec_main_code: int = 0  # siginfo's code: 0 none yet, 1 exited, 2 killed
     exec_main_status: int = 0
+    stopping: Stopping | None = None  # deactivating: a draining server on its way down
+    stopping_ended_at: float = 0.0  # when the last stop ended (a restart starts from there)
 
     @property
     def main_pid(self) -> int:

@@ -10,7 +10,19 @@ systemctl and journalctl share); `interface` is what the shell and the tools exc
 
 from __future__ import annotations
 
-from . import basics, curl, dcgmi, files, journalctl, nvidia, ps, python, simctl, systemctl
+from . import (
+    basics,
+    curl,
+    dcgmi,
+    files,
+    journalctl,
+    lb_drain,
+    nvidia,
+    ps,
+    python,
+    simctl,
+    systemctl,
+)
 from .files import writable
 from .interface import Context, Result, Tool
 from .python import interpreters
@@ -35,6 +47,7 @@ COMMANDS: dict[str, Tool] = {
     "python3": python.python,
     "python": python.python,
     "simctl": simctl.simctl,
+    "lb-drain": lb_drain.lb_drain,  # /usr/local/bin/lb-drain: the balancer's client
 }
 
 

@@ -31,6 +31,7 @@ _VALUE_LONG = {
     "--connect-timeout": "connect-timeout",
     "--user-agent": "A",
     "--config": "K",
+    "--proto": "proto",
 }
 _FLAG_LONG = {
     "--silent": "s",

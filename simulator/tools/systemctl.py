@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,7 @@ class _Call:
         return name
 
 
-def systemctl(ctx: Context, argv: list[str], stdin: str) -> Result:
+def systemctl(ctx: Context, argv: list[str], stdin: str) -> Result | Awaitable[Result]:
     parsed = _options(argv[1:])
     if isinstance(parsed, Result):
         return parsed
@@ -118,8 +119,26 @@ def _daemon_reload(call: _Call) -> Result:
     return call.result
 
 
-def _change(call: _Call) -> Result:
-    """start, stop, restart, try-restart and reload-or-restart, unit by unit."""
+def _change(call: _Call) -> Result | Awaitable[Result]:
+    """start, stop, restart, try-restart and reload-or-restart, unit by unit. Without
+    --no-block, systemctl waits for the jobs to finish: a draining stop takes its time."""
+    result = _change_units(call)
+    waiting = [u for u in call.machine.units.values() if u.stopping is not None]
+    if "--no-block" in call.flags or not waiting:
+        return result
+    return _wait_stopped(call, waiting)
+
+
+async def _wait_stopped(call: _Call, units: list[Unit]) -> Result:
+    machine = call.machine
+    while True:
+        machine.tick()
+        if all(u.stopping is None for u in units):
+            return call.result
+        await asyncio.sleep(max(0.01, 0.5 * machine.time_scale))
+
+
+def _change_units(call: _Call) -> Result:
     result, verb, machine = call.result, call.verb, call.machine
     if not call.names:
         return result.err("Too few arguments.\n").exit(1)
@@ -307,7 +326,7 @@ def _ago(seconds: float) -> str:
     return f"{days} day{'s' if days != 1 else ''} ago"
 
 
-_VERBS: dict[str, Callable[[_Call], Result]] = {
+_VERBS: dict[str, Callable[[_Call], Result | Awaitable[Result]]] = {
     "daemon-reload": _daemon_reload,
     "start": _change,
     "stop": _change,

@@ -57,6 +57,9 @@ class EngineArgs:
     enable_prefix_caching: bool | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    # --shutdown-timeout: on SIGTERM, how long the server lets requests in flight finish (new
+    # ones get 503) before it aborts the rest; 0, the default, aborts them at once.
+    shutdown_timeout: int = 0
     chat_template: str | None = None
     reasoning_parser: str = ""  # chat streams its thinking as delta.reasoning (vLLM 0.32)
     config_file: str | None = None  # `--config PATH`: read when the process starts

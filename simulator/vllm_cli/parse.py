@@ -109,6 +109,7 @@ def _engine(binary: str, ns: argparse.Namespace, **extra: Any) -> EngineArgs:
         enable_prefix_caching=ns.enable_prefix_caching,
         max_num_seqs=ns.max_num_seqs,
         max_num_batched_tokens=ns.max_num_batched_tokens,
+        shutdown_timeout=int(getattr(ns, "shutdown_timeout", 0) or 0),
         chat_template=ns.chat_template,
         reasoning_parser=str(ns.reasoning_parser or ""),
         non_default=tuple(non_default),

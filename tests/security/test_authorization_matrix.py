@@ -161,6 +161,7 @@ RULES: dict[str, Rule] = {
     "api:revision-evaluation-list": api(GET=VIEWER),
     "api:benchmark-profile-list": api(GET=VIEWER),
     "api:benchmark-profile-detail": api(GET=VIEWER),
+    "api:drain-hook-list": api(GET=VIEWER),
     "api:model-list": api(GET=VIEWER),
     "api:model-detail": api(GET=VIEWER),
     "api:change-list": api(GET=VIEWER, POST=OPERATOR),
