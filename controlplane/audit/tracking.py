@@ -32,6 +32,8 @@ TRACKED: dict[str, set[str]] = {
     "deployments.coherencecheck": set(),
     "auth.user": {"last_login"},
     "auth.group": set(),
+    # what a group at the identity provider grants
+    "accounts.grouprolemapping": set(),
 }
 
 
