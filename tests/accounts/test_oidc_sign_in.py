@@ -75,6 +75,16 @@ def test_a_provider_user_named_like_the_local_admin_gets_an_account_of_their_own
     assert admin_user.is_superuser and not hasattr(admin_user, "identity")
 
 
+def test_the_same_subject_at_another_issuer_is_someone_else(client, sso):
+    other = User.objects.create_user("sso:lena")
+    Identity.objects.create(user=other, issuer="https://other-idp.example", subject="lena")
+    sso.account("lena", password=PASSWORD)
+    assert sign_in(client, sso, "lena").status_code == 302
+    mine = Identity.objects.get(issuer=sso.issuer, subject="lena").user
+    assert mine.pk != other.pk and mine.username == "sso:lena-2"
+    assert client.session["_auth_user_id"] == str(mine.pk)
+
+
 def test_groups_map_to_roles_per_host_group(client, sso):
     team_a, prod = HostGroup.objects.create(name="team-a"), HostGroup.objects.create(name="prod")
     gpu = f.make_host("gpu-07", port=1)
