@@ -22,16 +22,12 @@ def local_login_allows(user: Any) -> bool:
 
 
 class LocalPasswordBackend(ModelBackend):
-    """Django's password check, within LOCAL_LOGIN. A session it made ends at the next request
-    once LOCAL_LOGIN no longer allows its user (a switch to `admins` or `off` takes effect at
-    once, not when sessions expire)."""
+    """Django's password check, within LOCAL_LOGIN. ModelBackend.get_user asks
+    user_can_authenticate too, so a session it made ends at the next request once LOCAL_LOGIN
+    no longer allows its user (a switch to `admins` or `off` takes effect at once)."""
 
     def user_can_authenticate(self, user: Any) -> bool:
         return super().user_can_authenticate(user) and local_login_allows(user)
-
-    def get_user(self, user_id: Any) -> Any:
-        user = super().get_user(user_id)
-        return user if user is not None and local_login_allows(user) else None
 
 
 class IdentityBackend(ModelBackend):

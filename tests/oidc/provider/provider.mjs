@@ -35,8 +35,11 @@ Date.now = () => realNow() + clockOffsetMs;
 // Keys made at start: the provider's own, and a rogue one under the same key id that signs
 // forged ID tokens (a relying party must refuse those on the signature alone).
 const KID = `test-${Math.random().toString(36).slice(2, 10)}`;
+// An RSA key takes a second or more to make on a busy machine: the rogue one is made when a
+// test first asks for it, not at every start.
+let roguePending = null;
+const rogueKey = () => { roguePending ??= jose.generateKeyPair('RS256'); return roguePending; };
 const signing = await jose.generateKeyPair('RS256', { extractable: true });
-const rogue = await jose.generateKeyPair('RS256', { extractable: true });
 const privateJwk = { ...(await jose.exportJWK(signing.privateKey)), kid: KID, alg: 'RS256', use: 'sig' };
 
 // sub -> { password, claims, userinfoOnly }; the tests put and remove accounts while the provider runs.
@@ -198,7 +201,7 @@ async function tampered(idToken, mode, clientId) {
     .sign(key);
   switch (mode) {
     case 'rogue_key':
-      return sign(rogue.privateKey, {});
+      return sign((await rogueKey()).privateKey, {});
     case 'tampered_payload': {
       const altered = { ...claims, groups: [...(claims.groups || []), 'platform-admins'] };
       return `${header}.${Buffer.from(JSON.stringify(altered)).toString('base64url')}.${signature}`;
