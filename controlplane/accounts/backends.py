@@ -26,6 +26,20 @@ class LocalPasswordBackend(ModelBackend):
     user_can_authenticate too, so a session it made ends at the next request once LOCAL_LOGIN
     no longer allows its user (a switch to `admins` or `off` takes effect at once)."""
 
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        # The provider's users sign in there, where their groups are asked for, even if someone
+        # gave one a password here.
+        if user is not None and hasattr(user, "identity"):
+            return None
+        return user
+
     def user_can_authenticate(self, user: Any) -> bool:
         return super().user_can_authenticate(user) and local_login_allows(user)
 

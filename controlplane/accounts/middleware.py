@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.urls import Resolver404, resolve, reverse
@@ -28,6 +29,7 @@ from rest_framework.views import APIView
 from controlplane.htmx import is_partial
 
 from . import oidc, services
+from .backends import IDENTITY_BACKEND
 from .roles import scope_forget
 
 logger = logging.getLogger(__name__)
@@ -64,15 +66,21 @@ class IdentityRecheckMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        # Only sessions the provider vouched for: a local account's request costs no query.
+        if (
+            request.session.get(BACKEND_SESSION_KEY) != IDENTITY_BACKEND
+            or request.path_info in _exempt_paths()
+        ):
+            return self.get_response(request)
         identity = services.identity_of(request.user)
-        if identity is None or request.path_info in _exempt_paths():
+        if identity is None:
             return self.get_response(request)
         acting = request.method not in READS
         if acting or services.identity_groups_due(identity=identity, now=timezone.now()):
             try:
                 services.identity_groups_refresh(
                     identity=identity,
-                    access_token=request.session.get(oidc.ACCESS_TOKEN_SESSION_KEY),
+                    access_token=oidc.access_token_of(request.session),
                     request=request,
                 )
             except oidc.TokenNotAccepted as ended:

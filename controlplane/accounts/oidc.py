@@ -22,9 +22,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from joserfc.errors import ExpiredTokenError, JoseError
 
+from controlplane import crypto
+
 logger = logging.getLogger(__name__)
 
-# The session key of the sign-in's access token: the middleware asks userinfo with it.
+# The session key of the sign-in's access token (encrypted): the middleware asks userinfo with it.
 ACCESS_TOKEN_SESSION_KEY = "oidc_access_token"
 # The Authlib client's name; its state is kept in the session under `_state_idp_<state>`.
 CLIENT_NAME = "idp"
@@ -68,6 +70,23 @@ class SignedIn:
     subject: str
     claims: dict[str, Any]
     access_token: str
+
+
+def access_token_keep(session: Any, access_token: str) -> None:
+    """Keep the sign-in's access token in its session, encrypted as other secrets at rest are
+    (FIELD_ENCRYPTION_KEY): the session table is not where a bearer token should be readable."""
+    session[ACCESS_TOKEN_SESSION_KEY] = crypto.encrypt(access_token)
+
+
+def access_token_of(session: Any) -> str | None:
+    """The sign-in's access token, or None (none kept, or kept under another key)."""
+    stored = session.get(ACCESS_TOKEN_SESSION_KEY)
+    if not stored:
+        return None
+    try:
+        return crypto.decrypt(stored)
+    except crypto.SecretUnavailable:
+        return None
 
 
 def configured() -> bool:

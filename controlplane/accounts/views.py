@@ -117,5 +117,5 @@ def oidc_callback(request: HttpRequest) -> HttpResponse:
         )
     wanted = request.session.pop(NEXT_SESSION_KEY, "")
     login(request, user, backend=IDENTITY_BACKEND)  # a new session key: no fixation
-    request.session[oidc.ACCESS_TOKEN_SESSION_KEY] = signed_in.access_token
+    oidc.access_token_keep(request.session, signed_in.access_token)
     return HttpResponseRedirect(wanted or resolve_url(settings.LOGIN_REDIRECT_URL))

@@ -65,12 +65,17 @@ def test_off_no_password_form_and_a_posted_one_is_refused_in_words(
     assert "_auth_user_id" not in client.session and admin.status_code == 200
 
 
-def test_a_provider_user_has_no_password_to_sign_in_with(client, sso):
+def test_a_provider_user_never_signs_in_with_a_password(client, sso, django_user_model):
     sso.account("sam", password=PROVIDER_PASSWORD)
     sign_in(client, sso, "sam")
     client.logout()
     for password in ("", PROVIDER_PASSWORD, "!"):
         assert password_sign_in(client, "sso:sam", password).status_code == 200
+    # not even with one an administrator gave them: their groups are asked for at the provider
+    sam = django_user_model.objects.get(username="sso:sam")
+    sam.set_password(PASSWORD)
+    sam.save()
+    assert password_sign_in(client, "sso:sam").status_code == 200
     assert "_auth_user_id" not in client.session
 
 

@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 
 from controlplane.accounts.models import GroupRoleMapping, Identity
-from controlplane.accounts.oidc import ACCESS_TOKEN_SESSION_KEY
+from controlplane.accounts.oidc import ACCESS_TOKEN_SESSION_KEY, access_token_of
 from controlplane.accounts.roles import APPROVER, OPERATOR
 from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
@@ -121,8 +121,9 @@ def test_no_secret_of_the_flow_reaches_pages_logs_or_the_audit_log(client, sso, 
     code = query_of(callback)["code"]
     visit(client.get(callback_path(callback)))
     issued = sso.last_token_response()
-    access_token = client.session[ACCESS_TOKEN_SESSION_KEY]
+    access_token = access_token_of(client.session)
     assert access_token == issued["access_token"]
+    assert access_token not in client.session[ACCESS_TOKEN_SESSION_KEY]  # encrypted at rest
     secrets = {
         "client secret": sso.client_secret,
         "code": code,
