@@ -160,3 +160,22 @@ def test_without_a_provider_its_urls_are_not_found_and_the_page_has_no_button(cl
     assert client.get(reverse("accounts:oidc_start")).status_code == 404
     assert client.get(reverse("accounts:oidc_callback")).status_code == 404
     assert b"Sign in with" not in client.get(reverse("login")).content
+
+
+def test_a_provider_that_does_not_answer_is_said_in_words_not_a_server_error(client, sso, settings):
+    settings.OIDC_ISSUER = "http://127.0.0.1:9"  # discard: nothing listens
+    response = client.get(reverse("accounts:oidc_start"))
+    assert response.status_code == 503
+    assert b"The identity provider at http://127.0.0.1:9 did not answer" in response.content
+    assert AuditEvent.objects.get(action=AuditAction.AUTH_LOGIN_FAILED).data["reason"] == (
+        "provider_unavailable"
+    )
+
+
+def test_a_discovery_document_for_another_issuer_is_refused(client, sso, settings):
+    # the same provider reached under another name: its document names its own issuer
+    settings.OIDC_ISSUER = sso.issuer.replace("127.0.0.1", "localhost")
+    response = client.get(reverse("accounts:oidc_start"))
+    assert response.status_code == 503
+    page = response.content.decode()
+    assert "discovery document names the issuer" in page and sso.issuer in page
