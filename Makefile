@@ -15,7 +15,7 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install run test quick lint typecheck pytest chromium visudo prometheus compose-check real-engine-env clean
+.PHONY: install run test quick lint typecheck pytest chromium visudo prometheus compose-check real-engine-env oidc-provider clean
 
 install: $(STAMP)
 
@@ -83,7 +83,19 @@ typecheck: install
 real-engine-env: install
 	$(BIN)/python tests/real_engine/environment.py
 
-pytest: install chromium visudo prometheus real-engine-env
+# The OpenID Provider the sign-in tests start (tests/oidc/provider/): panva's oidc-provider from
+# the npm registry, exactly as package-lock.json pins it (npm ci: no prompt, no install scripts),
+# into that folder's node_modules/; done again only when the lock file changes.
+OIDC_PROVIDER := tests/oidc/provider
+oidc-provider: $(OIDC_PROVIDER)/node_modules/.package-lock.json
+
+$(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "npm (Node.js 20.19 or later) is needed for the sign-in tests' OpenID Provider" >&2; exit 1; }
+	cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+pytest: install chromium visudo prometheus real-engine-env oidc-provider
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
 	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \
@@ -98,8 +110,8 @@ test: lint typecheck compose-check pytest
 # fault injected nor a real engine; no apt-get, no root. Under a minute on two cores; `make
 # test` is still what CI runs.
 QUICK_MARKERS := not integration and not browser and not chaos and not realtime and not real_engine
-quick: lint typecheck
+quick: lint typecheck oidc-provider
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .run db.sqlite3 .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .run db.sqlite3 .mypy_cache .ruff_cache .pytest_cache $(OIDC_PROVIDER)/node_modules

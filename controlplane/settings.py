@@ -13,6 +13,7 @@ from pathlib import Path
 import environ
 
 from controlplane.settings_parts import api as api_settings
+from controlplane.settings_parts import sign_in
 from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
 from controlplane.settings_parts.validation import (
     allowed_networks,
@@ -91,6 +92,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "controlplane.views.HtmxSignInRedirectMiddleware",
     "controlplane.audit.middleware.AuditRequestMiddleware",
+    # An identity provider's user: their groups asked again before a request that acts.
+    "controlplane.accounts.middleware.IdentityRecheckMiddleware",
     "controlplane.views.RefusalMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
@@ -98,9 +101,11 @@ MIDDLEWARE = [
 
 # Sign-in throttling (django-axes): after AXES_FAILURE_LIMIT failed sign-ins for one user name
 # from one address, that pair waits AXES_COOLOFF_MINUTES. Failed sign-ins are audited as well.
+# Passwords as LOCAL_LOGIN allows; the identity provider's users (controlplane.accounts.oidc).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "controlplane.accounts.backends.LocalPasswordBackend",
+    "controlplane.accounts.backends.IdentityBackend",
 ]
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
@@ -110,6 +115,40 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_DISABLE_ACCESS_LOG = True  # sign-ins are in the audit log already
 AXES_VERBOSE = False
+
+# --- signing in: the team's identity provider (OpenID Connect), and local accounts ------------
+# on: anyone with a local password; admins: superusers only (the break-glass administrator);
+# off: no password sign-in at all (needs OIDC_ISSUER).
+LOCAL_LOGIN = env.str("LOCAL_LOGIN", default="on").strip().lower()
+# Unset: no identity provider. Its endpoints come from discovery unless all four are set.
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="").strip().rstrip("/")
+OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="").strip()
+OIDC_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")  # never rendered nor logged
+OIDC_ENDPOINTS = {
+    key: env.str(name, default="").strip() for key, name in sign_in.ENDPOINT_SETTINGS.items()
+}
+OIDC_SCOPES = sign_in.scopes_parse(env.str("OIDC_SCOPES", default="openid profile email"))
+OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="groups").strip()
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="single sign-on").strip()
+# Reads ask the provider for the user's groups at most this often; a request that acts always.
+OIDC_GROUPS_RECHECK_SECONDS = env.int("OIDC_GROUPS_RECHECK_SECONDS", default=300)
+# An API token of a provider's user stops working once its groups were last confirmed longer ago.
+OIDC_API_TOKEN_GROUPS_MAX_AGE_SECONDS = env.int(
+    "OIDC_API_TOKEN_GROUPS_MAX_AGE_SECONDS", default=8 * 3600
+)
+OIDC_TIMEOUT_SECONDS = env.float("OIDC_TIMEOUT_SECONDS", default=5.0)
+sign_in.check_sign_in(
+    local_login=LOCAL_LOGIN,
+    issuer=OIDC_ISSUER,
+    client_id=OIDC_CLIENT_ID,
+    client_secret=OIDC_CLIENT_SECRET,
+    endpoints=OIDC_ENDPOINTS,
+    scopes=OIDC_SCOPES,
+    groups_claim=OIDC_GROUPS_CLAIM,
+    recheck_seconds=OIDC_GROUPS_RECHECK_SECONDS,
+    token_groups_max_age_seconds=OIDC_API_TOKEN_GROUPS_MAX_AGE_SECONDS,
+    timeout_seconds=OIDC_TIMEOUT_SECONDS,
+)
 
 
 ROOT_URLCONF = "controlplane.urls"
@@ -254,7 +293,12 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # Sign-ins are audited; django-axes' own INFO lines would repeat each one in the log.
-    "loggers": {"asyncssh": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # Authlib's DEBUG lines carry the PKCE code verifier of each sign-in.
+    "loggers": {
+        "asyncssh": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        "authlib": {"level": "INFO"},
+    },
 }
 
 # --- audit anchoring ----------------------------------------------------------------------------

@@ -5,13 +5,16 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from controlplane.accounts.views import SignInView
+
 urlpatterns = [
     # Browsers ask for /favicon.ico whatever the page says: answer instead of logging a 404.
     path(
         "favicon.ico",
         login_not_required(RedirectView.as_view(url=static("controlplane/favicon.svg"))),
     ),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", SignInView.as_view(), name="login"),
+    path("oidc/", include("controlplane.accounts.urls")),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("audit/", include("controlplane.audit.urls")),

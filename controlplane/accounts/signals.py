@@ -2,22 +2,46 @@
 
 from typing import Any
 
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 
+from .backends import IDENTITY_BACKEND
+
 
 @receiver(user_logged_in)
 def _logged_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
-    audit.record(actor=user, action=AuditAction.AUTH_LOGIN, target=user, request=request)
+    # A provider's user is also named by issuer and subject (audit.services adds them).
+    session = getattr(request, "session", None)
+    backend = session.get(BACKEND_SESSION_KEY) if session is not None else None
+    method = "identity_provider" if backend == IDENTITY_BACKEND else "password"
+    audit.record(
+        actor=user,
+        action=AuditAction.AUTH_LOGIN,
+        target=user,
+        request=request,
+        data={"method": method},
+    )
 
 
 @receiver(user_logged_out)
 def _logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
-    if user is not None:
-        audit.record(actor=user, action=AuditAction.AUTH_LOGOUT, target=user, request=request)
+    if user is None:
+        return
+    ended = getattr(request, "_sign_in_ended", None)  # accounts.services.sign_in_end
+    if ended:
+        audit.record(
+            actor=user,
+            action=AuditAction.AUTH_SIGN_IN_ENDED,
+            target=user,
+            request=request,
+            data={"reason": ended},
+        )
+        return
+    audit.record(actor=user, action=AuditAction.AUTH_LOGOUT, target=user, request=request)
 
 
 @receiver(user_login_failed)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
+
+from controlplane.accounts import services as account_services
 
 from . import services
 
@@ -34,6 +37,11 @@ class APITokenAuthentication(BaseAuthentication):
         token = services.token_authenticate(raw=raw)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+        # A token of the identity provider's user acts on the groups last confirmed, while they
+        # are recent enough (accounts.services.api_token_refusal).
+        refusal = account_services.api_token_refusal(user=token.user, now=timezone.now())
+        if refusal is not None:
+            raise exceptions.AuthenticationFailed(refusal)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -16,6 +16,11 @@ class AuditAction(models.TextChoices):
     AUTH_LOGOUT = "auth.logout", "signed out"
     AUTH_LOGIN_FAILED = "auth.login_failed", "sign-in failed"
     USER_ROLES_CHANGED = "user.roles_changed", "roles changed"
+    # the identity provider (controlplane.accounts.oidc)
+    AUTH_SIGN_IN_ENDED = "auth.sign_in_ended", "sign-in ended by the identity provider"
+    IDENTITY_LINKED = "identity.linked", "identity provider account linked"
+    IDENTITY_GROUPS_CHANGED = "identity.groups_changed", "groups changed at the identity provider"
+    IDENTITY_GROUPS_IGNORED = "identity.groups_ignored", "groups from the identity provider ignored"
     # rows people manage (controlplane.audit.tracking)
     USER_CREATED = "user.created", "user created"
     USER_CHANGED = "user.changed", "user changed"
@@ -23,6 +28,9 @@ class AuditAction(models.TextChoices):
     GROUP_CREATED = "group.created", "group created"
     GROUP_CHANGED = "group.changed", "group changed"
     GROUP_DELETED = "group.deleted", "group deleted"
+    GROUP_ROLE_MAPPING_CREATED = "grouprolemapping.created", "group role mapping created"
+    GROUP_ROLE_MAPPING_CHANGED = "grouprolemapping.changed", "group role mapping changed"
+    GROUP_ROLE_MAPPING_DELETED = "grouprolemapping.deleted", "group role mapping deleted"
     HOST_CREATED = "host.created", "host created"
     HOST_CHANGED = "host.changed", "host changed"
     HOST_DELETED = "host.deleted", "host deleted"

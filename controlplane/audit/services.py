@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -53,16 +54,28 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _actor_fields(actor: Any) -> tuple[str, int | None]:
+def _actor_fields(actor: Any) -> tuple[str, int | None, dict[str, str] | None]:
+    """The actor's name, user id, and who they are at the identity provider (or None)."""
     if actor is None:
         actor = context.current().actor
     if actor is None:
-        return "system:unknown", None
+        return "system:unknown", None, None
     if isinstance(actor, str):
-        return actor[:200], None
+        return actor[:200], None, None
     if getattr(actor, "is_authenticated", False):
-        return actor.get_username()[:200], actor.pk
-    return "anonymous", None
+        return actor.get_username()[:200], actor.pk, _provider_identity(actor)
+    return "anonymous", None, None
+
+
+def _provider_identity(user: Any) -> dict[str, str] | None:
+    """The issuer and subject of a user who signs in at the team's identity provider: a user
+    name is ours to give, these say who the provider vouched for. None for a local account.
+    Django keeps the answer on the user object, absent included, so it is asked once."""
+    try:
+        identity = user.identity
+    except (ObjectDoesNotExist, AttributeError):
+        return None
+    return {"issuer": identity.issuer, "subject": identity.subject}
 
 
 def _target_fields(target: Any) -> tuple[str, str, str]:
@@ -101,7 +114,7 @@ def _event_fields(
 ) -> tuple[dict[str, Any], Any]:
     """Everything about an event except its place in the chain (seq, time, hashes)."""
     ctx = context.current()
-    actor_name, actor_id = _actor_fields(actor)
+    actor_name, actor_id, actor_identity = _actor_fields(actor)
     target_type, target_id, target_label = _target_fields(target)
     host_id, host_label = _host_fields(host, target)
     ip = ctx.ip
@@ -109,6 +122,10 @@ def _event_fields(
     if request is not None:
         ip = request.META.get("REMOTE_ADDR") or ip
         agent = request.META.get("HTTP_USER_AGENT", agent)
+    payload = _jsonable(redact(data or {}))
+    if actor_identity is not None:
+        # After redaction: a subject is an opaque identifier that may look like a secret.
+        payload["actor_identity"] = actor_identity
     fields: dict[str, Any] = {
         "actor": actor_name,
         "actor_user_id": actor_id,
@@ -121,7 +138,7 @@ def _event_fields(
         "snapshot_id": getattr(snapshot, "pk", None),
         "snapshot_digest": getattr(snapshot, "digest", "") or "",
         "correlation_id": correlation_id or ctx.correlation_id or "",
-        "data": _jsonable(redact(data or {})),
+        "data": payload,
         "ip": normalize_ip(ip),
         "user_agent": _text(agent or "", 300),
     }

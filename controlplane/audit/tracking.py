@@ -38,6 +38,8 @@ TRACKED: dict[str, set[str]] = {
     "deployments.drainhook": {"updated_at"},
     "auth.user": {"last_login"},
     "auth.group": set(),
+    # what a group at the identity provider grants
+    "accounts.grouprolemapping": set(),
 }
 
 

@@ -139,3 +139,24 @@ def test_time_never_runs_backwards_along_the_chain(db: None) -> None:
     with time_machine.travel(dt.datetime(2026, 3, 2, tzinfo=dt.UTC), tick=False):
         late = services.record(action="test.t", actor="system:test")
     assert early.seq < late.seq and early.created_at < late.created_at
+
+
+def test_a_provider_users_events_name_their_issuer_and_subject(db: None, operator: User) -> None:
+    from controlplane.accounts.models import Identity
+
+    sso = User.objects.create_user("sso:ida")
+    # an opaque subject that looks like a secret to the redaction is kept as it is
+    subject = "00u1a2b3c4d5e6f7g8h9"
+    Identity.objects.create(user=sso, issuer="https://idp.example.com", subject=subject)
+    who = {"issuer": "https://idp.example.com", "subject": subject}
+    direct = services.record(action="test.direct", actor=sso, data={"x": 1})
+    with context.acting(sso):
+        from_context = services.record(action="test.context")
+    local = services.record(action="test.local", actor=operator)
+    system = services.record(action="test.system", actor="system:test")
+    assert direct.data == {"x": 1, "actor_identity": who}
+    assert from_context.data == {"actor_identity": who}
+    assert "actor_identity" not in local.data and "actor_identity" not in system.data
+    stored = AuditEvent.objects.get(seq=direct.seq)
+    fields = {f.name: getattr(stored, f.name) for f in AuditEvent._meta.concrete_fields}
+    assert event_hash(fields) == stored.hash  # hashed with the rest

@@ -100,6 +100,9 @@ RULES: dict[str, Rule] = {
     "logout": PUBLIC,
     "admin:login": PUBLIC,
     "admin:logout": PUBLIC,
+    # the identity provider's two legs (404 when none is configured)
+    "accounts:oidc_start": PUBLIC,
+    "accounts:oidc_callback": PUBLIC,
     # the fleet and hosts
     "hosts:dashboard": page(GET=VIEWER),
     "hosts:dashboard_rows": htmx(GET=VIEWER),
