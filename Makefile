@@ -15,7 +15,7 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install run test quick lint typecheck pytest chromium visudo compose-check real-engine-env clean
+.PHONY: install run test quick lint typecheck pytest chromium visudo rsyslog compose-check real-engine-env clean
 
 install: $(STAMP)
 
@@ -48,6 +48,15 @@ visudo:
 	  echo "Installing Debian's sudo for visudo..."; \
 	  $(call apt_install,sudo); }
 
+# The audit stream's tests send to a real rsyslog (tests/audit/streaming/): Debian's rsyslog and
+# its GnuTLS network stream driver (rsyslog-gnutls: lmnsd_gtls, for syslog over TLS, RFC 5425).
+# The tests start their own rsyslogd in the foreground with their own configuration; nothing is
+# configured or started system-wide.
+rsyslog:
+	@dpkg-query -W -f='$${Status}' rsyslog-gnutls 2>/dev/null | grep -q 'ok installed' || { \
+	  echo "Installing Debian's rsyslog and rsyslog-gnutls for the audit stream's tests..."; \
+	  $(call apt_install,rsyslog rsyslog-gnutls); }
+
 compose-check:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  echo "Installing Debian's docker-compose to validate docker-compose.yml..."; \
@@ -70,7 +79,7 @@ typecheck: install
 real-engine-env: install
 	$(BIN)/python tests/real_engine/environment.py
 
-pytest: install chromium visudo real-engine-env
+pytest: install chromium visudo rsyslog real-engine-env
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
 	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \
