@@ -20,6 +20,7 @@ from hosts.choices import HostKeyStatus, SnapshotStatus, Verdict
 from hosts.state import ServerState
 
 from . import selectors
+from .audit_streams import audit_stream_families
 from .gpu_faults import add_gpu_faults, gpu_fault_family_set
 
 MIB = 1048576
@@ -111,6 +112,7 @@ class ControlPlaneCollector:
         )
         yield from (outcomes, window, changes, waiting, oldest)
         yield from self._verification_families(data)
+        yield from audit_stream_families()
 
     def _verification_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
         ok = _gauge(
