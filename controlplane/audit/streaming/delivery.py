@@ -274,7 +274,14 @@ def batch_prepare(claim: Claim, destination: StreamDestination) -> list[dict[str
     """The next batch as records, each flagged if it may have been sent before, with sent_seq
     moved past it (committed) before anything is sent. Empty when the stream is caught up."""
     rows = rows_after(claim.delivered_seq, destination.batch_size)
-    checked = list(continuing(rows, seq=claim.delivered_seq, hash_=claim.delivered_hash))
+    checked: list[tuple[Any, ...]] = []
+    try:
+        for row in continuing(rows, seq=claim.delivered_seq, hash_=claim.delivered_hash):
+            checked.append(row)
+    except BrokenChain:
+        if not checked:
+            raise  # the break is next: the stream stops here
+        # Send what comes before the break; the next batch starts at it, and stops.
     batch = [records.record_from_row(r, redelivery=r[0] <= claim.sent_seq) for r in checked]
     if batch and not _held(claim).update(sent_seq=Greatest("sent_seq", batch[-1]["seq"])):
         raise LeaseLost

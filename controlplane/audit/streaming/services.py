@@ -68,10 +68,13 @@ def _note_removed(names: set[str], now: dt.datetime) -> None:
             )
 
 
-def stream_replay(*, name: str, from_seq: int, actor: Any, reason: str) -> AuditStreamCursor:
+def stream_replay(
+    *, name: str, from_seq: int, actor: Any, reason: str, os_user: str = ""
+) -> AuditStreamCursor:
     """Send destination `name` everything again from `from_seq` on, flagged as redeliveries
     (a receiver that lost data, a SIEM restored from backup). Only backwards: a replay never
-    skips what was not delivered yet. Audited with the reason, in the same transaction."""
+    skips what was not delivered yet. Audited with the reason (and, from the command line, the
+    machine's name for who ran it), in the same transaction."""
     destination = configured(name)
     if destination is None:
         raise StreamRefused(f"no audit stream named {name!r} in AUDIT_STREAMS", code="not_found")
@@ -117,6 +120,7 @@ def stream_replay(*, name: str, from_seq: int, actor: Any, reason: str) -> Audit
                 "from_seq": from_seq,
                 "previous_delivered_seq": before,
                 "reason": text,
+                **({"os_user": os_user} if os_user else {}),
             },
         )
         transaction.on_commit(lambda: dispatch.send(name))

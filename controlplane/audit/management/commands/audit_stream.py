@@ -98,7 +98,8 @@ class Command(BaseCommand):
                     name=name,
                     from_seq=from_seq,
                     actor=SYSTEM_CLI,
-                    reason=f"{reason} (by {getpass.getuser()})",
+                    reason=reason,
+                    os_user=getpass.getuser(),
                 )
         except streaming.StreamRefused as exc:
             raise CommandError(exc.message, returncode=1) from None
