@@ -164,7 +164,8 @@ def _http(raw: dict[str, Any], fields: dict[str, Any]) -> None:
     url = _text(raw, "url")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Refuse(f"url must be an http:// or https:// URL with a host, not {url!r}")
+        # Not repeated back: a URL may carry a credential.
+        raise _Refuse("url must be an http:// or https:// URL with a host")
     if "@" in parts.netloc:
         raise _Refuse(
             "url may not carry a user name or password (it would show wherever the "
