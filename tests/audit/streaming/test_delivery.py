@@ -85,6 +85,21 @@ def test_a_worker_does_not_wait_on_a_cursor_row_another_one_is_claiming(archive:
     assert _sent(archive) == []
 
 
+def test_a_worker_whose_lease_ran_out_cannot_move_the_cursor(archive: Any) -> None:
+    make_events(3)
+    delivery.cursor_ensure(destination=archive)
+    stale = delivery._claim(archive, force=False)
+    assert isinstance(stale, delivery.Claim)
+    batch = delivery.batch_prepare(stale, archive)
+    # Its lease lapses; another worker takes the cursor and sends everything.
+    AuditStreamCursor.objects.update(lease_until=None)
+    assert delivery.stream_deliver(destination=archive).status == "caught_up"
+    done = AuditStreamCursor.objects.get(name="siem").delivered_seq
+
+    assert delivery._advance(stale, batch, 0) is False
+    assert AuditStreamCursor.objects.get(name="siem").delivered_seq == done
+
+
 # --- nothing skipped ----------------------------------------------------------------------------
 
 
