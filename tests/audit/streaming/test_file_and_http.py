@@ -88,6 +88,26 @@ def test_a_file_that_cannot_be_written_fails_clearly_and_keeps_the_cursor(
     assert AuditStreamCursor.objects.get(name="siem").delivered_seq == 0
 
 
+def test_the_check_the_reference_gives_receivers_accepts_the_stream_and_catches_an_edit(
+    tmp_path: Path, use_streams: Callable[..., None]
+) -> None:
+    readme = Path(__file__).resolve().parents[3] / "controlplane/audit/streaming/README.md"
+    check = readme.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "audit.jsonl"
+    archive = destination(kind="file", path=str(path))
+    use_streams(archive)
+    make_events(3)
+    delivery.stream_deliver(destination=archive)
+
+    exec(check.replace("/var/log/controlplane/audit.jsonl", str(path)), {})
+
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"actor":"system:test-1"', '"actor":"mallory"')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AssertionError, match="#2 altered"):
+        exec(check.replace("/var/log/controlplane/audit.jsonl", str(path)), {})
+
+
 # --- an HTTP collector ---------------------------------------------------------------------------
 
 
