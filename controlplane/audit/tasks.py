@@ -12,6 +12,7 @@ from typing import Any
 
 from celery import shared_task
 
+from . import context as audit_context
 from . import services
 from .streaming import delivery, dispatch
 from .streaming import services as streaming
@@ -32,9 +33,11 @@ def verify_chain() -> dict[str, Any]:
 
 @shared_task(name=dispatch.STREAM, acks_late=True)
 def stream_destination(name: str) -> dict[str, Any]:
-    return delivery.stream_deliver_named(name=name).as_dict()
+    with audit_context.acting(services.SYSTEM_WORKER):
+        return delivery.stream_deliver_named(name=name).as_dict()
 
 
 @shared_task(name=dispatch.SWEEP)
 def stream_sweep() -> list[str]:
-    return streaming.streams_sweep()
+    with audit_context.acting(services.SYSTEM_BEAT):
+        return streaming.streams_sweep()

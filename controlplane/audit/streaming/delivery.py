@@ -34,6 +34,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from controlplane.audit.chain import GENESIS_HASH, ROW_COLUMNS
@@ -176,7 +177,8 @@ def cursor_ensure(*, destination: StreamDestination) -> AuditStreamCursor:
             cursor.save(update_fields=["removed_at", "kind"])
         audit.record(
             action=AuditAction.AUDIT_STREAM_ADDED,
-            actor=audit.SYSTEM_WORKER,
+            # beat's sweep, a worker's send or a command, as the caller's context says
+            actor=audit_context.current().actor or audit.SYSTEM_WORKER,
             target=cursor,
             data={
                 "destination": destination.name,
