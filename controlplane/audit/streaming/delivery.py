@@ -43,6 +43,7 @@ from controlplane.audit.models import AuditChainHead, AuditStreamCursor
 from controlplane.settings_parts.audit_streams import StreamDestination
 
 from . import dispatch, records
+from .choices import SendStatus
 from .errors import Deadline, StreamSendError
 from .transports import sender_for
 
@@ -78,7 +79,7 @@ class DeliveryOutcome:
     """What one call to stream_deliver did (a task's return value, the command's report)."""
 
     destination: str
-    status: str  # caught_up | more | failed | busy | waiting | halted | not_configured
+    status: SendStatus
     sent: int = 0
     redelivered: int = 0
     delivered_seq: int | None = None
@@ -190,9 +191,8 @@ def cursor_ensure(*, destination: StreamDestination) -> AuditStreamCursor:
     return cursor
 
 
-def _claim(destination: StreamDestination, *, force: bool) -> Claim | str:
-    """Hold the cursor for one batch, or say why not: "busy" (another worker sends), "waiting"
-    (backing off after a failure) or "not_configured"."""
+def _claim(destination: StreamDestination, *, force: bool) -> Claim | SendStatus:
+    """Hold the cursor for one batch, or say why not (BUSY, WAITING, NOT_CONFIGURED)."""
     now = timezone.now()
     with transaction.atomic():
         rows = AuditStreamCursor.objects.select_for_update(skip_locked=True).filter(
@@ -204,11 +204,11 @@ def _claim(destination: StreamDestination, *, force: bool) -> Claim | str:
             exists = AuditStreamCursor.objects.filter(
                 name=destination.name, removed_at__isnull=True
             ).exists()
-            return "busy" if exists else "not_configured"
+            return SendStatus.BUSY if exists else SendStatus.NOT_CONFIGURED
         if cursor.lease_until is not None and cursor.lease_until > now:
-            return "busy"
+            return SendStatus.BUSY
         if not force and cursor.next_attempt_at is not None and cursor.next_attempt_at > now:
-            return "waiting"
+            return SendStatus.WAITING
         token = uuid.uuid4().hex
         cursor.lease_until = now + dt.timedelta(seconds=lease_seconds(destination))
         cursor.lease_token = token
@@ -296,21 +296,21 @@ def _send_one(destination: StreamDestination, claim: Claim, outcome: DeliveryOut
         batch = batch_prepare(claim, destination)
     except BrokenChain as exc:
         _failed(claim, destination, str(exc))
-        outcome.status, outcome.error = "halted", str(exc)
+        outcome.status, outcome.error = SendStatus.HALTED, str(exc)
         return False
     except LeaseLost:
-        outcome.status = "busy"
+        outcome.status = SendStatus.BUSY
         return False
     if not batch:
         _release(claim)
-        outcome.status = "caught_up"
+        outcome.status = SendStatus.CAUGHT_UP
         return False
     try:
         sender_for(destination.kind)(destination, batch, Deadline(destination.timeout * 2))
     except StreamSendError as exc:
         delay = _failed(claim, destination, exc.message)
         dispatch.send(destination.name, countdown=delay)
-        outcome.status, outcome.error = "failed", exc.message
+        outcome.status, outcome.error = SendStatus.FAILED, exc.message
         return False
     redelivered = sum(1 for r in batch if r["redelivery"])
     if not _advance(claim, batch, redelivered):
@@ -322,7 +322,7 @@ def _send_one(destination: StreamDestination, claim: Claim, outcome: DeliveryOut
             batch[0]["seq"],
             batch[-1]["seq"],
         )
-        outcome.status = "busy"
+        outcome.status = SendStatus.BUSY
         return False
     outcome.sent += len(batch)
     outcome.redelivered += redelivered
@@ -337,20 +337,20 @@ def stream_deliver(
     send fails, or `max_batches` went (then a fresh task carries on). Safe to run twice and
     from any number of workers at once. `force` ignores the backoff after a failure."""
     cursor_ensure(destination=destination)
-    outcome = DeliveryOutcome(destination=destination.name, status="caught_up")
+    outcome = DeliveryOutcome(destination=destination.name, status=SendStatus.CAUGHT_UP)
     for _ in range(max_batches):
         claim = _claim(destination, force=force)
-        if isinstance(claim, str):
+        if isinstance(claim, SendStatus):
             outcome.status = claim
             return outcome
         if not _send_one(destination, claim, outcome):
-            if outcome.status != "caught_up":
+            if outcome.status != SendStatus.CAUGHT_UP:
                 return outcome
             # An append that committed while this worker held the cursor had its kick turned
             # away as "busy": look once more now that the cursor is free.
             if head_seq() <= claim.delivered_seq:
                 return outcome
-    outcome.status = "more"
+    outcome.status = SendStatus.MORE
     dispatch.send(destination.name)
     return outcome
 
@@ -358,5 +358,5 @@ def stream_deliver(
 def stream_deliver_named(*, name: str) -> DeliveryOutcome:
     destination = configured(name)
     if destination is None:
-        return DeliveryOutcome(destination=name, status="not_configured")
+        return DeliveryOutcome(destination=name, status=SendStatus.NOT_CONFIGURED)
     return stream_deliver(destination=destination)

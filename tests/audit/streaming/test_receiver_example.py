@@ -67,8 +67,8 @@ def example_receiver(tmp_path: Path, pki: Pki) -> Iterator[tuple[int, Path]]:
             break
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, (
-                (tmp_path / "rsyslogd.log").read_text()
-            )
+                tmp_path / "rsyslogd.log"
+            ).read_text()
             time.sleep(0.05)
     yield port, output
     proc.terminate()

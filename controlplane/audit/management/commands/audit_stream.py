@@ -20,6 +20,7 @@ from controlplane.audit import context as audit_context
 from controlplane.audit.services import SYSTEM_CLI
 from controlplane.audit.streaming import delivery, selectors
 from controlplane.audit.streaming import services as streaming
+from controlplane.audit.streaming.choices import SendStatus
 
 
 class Command(BaseCommand):
@@ -78,7 +79,7 @@ class Command(BaseCommand):
             raise CommandError(f"no audit stream named {name!r} in AUDIT_STREAMS")
         with audit_context.acting(SYSTEM_CLI):
             outcome = delivery.stream_deliver(destination=destination, force=True)
-        while outcome.status == "more":
+        while outcome.status == SendStatus.MORE:
             with audit_context.acting(SYSTEM_CLI):
                 more = delivery.stream_deliver(destination=destination, force=True)
             more.sent += outcome.sent
@@ -87,7 +88,7 @@ class Command(BaseCommand):
         report = f"{name}: {outcome.status}, {outcome.sent} sent"
         if outcome.redelivered:
             report += f" ({outcome.redelivered} flagged as sent before)"
-        if outcome.status in ("failed", "halted"):
+        if outcome.status in (SendStatus.FAILED, SendStatus.HALTED):
             raise CommandError(f"{report}: {outcome.error}", returncode=1)
         self.stdout.write(report)
 
