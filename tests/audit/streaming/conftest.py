@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,17 +57,17 @@ def other_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture
-def rsyslog(tmp_path: Path) -> Iterator[Rsyslog]:
-    receiver = Rsyslog(tmp_path / "rsyslog").start()
-    yield receiver
-    receiver.kill()
+def rsyslog() -> Iterator[Rsyslog]:
+    receiver = Rsyslog()
+    yield receiver.start()
+    receiver.close()
 
 
 @pytest.fixture
-def rsyslog_tls(tmp_path: Path, pki: Pki) -> Iterator[Rsyslog]:
-    receiver = Rsyslog(tmp_path / "rsyslog-tls", pki=pki).start()
-    yield receiver
-    receiver.kill()
+def rsyslog_tls(pki: Pki) -> Iterator[Rsyslog]:
+    receiver = Rsyslog(pki=pki)
+    yield receiver.start()
+    receiver.close()
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 started in the foreground with a configuration of its own, and a local HTTP collector; and the
 certificates they present, made here with `cryptography`.
 
-rsyslogd runs with `-n` (no daemon), its own work directory, pid file and config, imtcp on
+rsyslogd runs with `-n` (no daemon), unprivileged (as `nobody` when the tests run as root, with
+a folder of its own that it owns), its own work directory, pid file and config, imtcp on
 127.0.0.1 (a free port on first start, the same port on each restart) and, for TLS, its GnuTLS
 driver (`rsyslog-gnutls`'s lmnsd_gtls). No imuxsock, no imklog: it touches nothing of the
 machine's own syslog. What it receives goes, one JSON object per message, to a file the test
@@ -16,11 +17,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
+import os
+import pwd
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -141,6 +145,43 @@ def make_pki(folder: Path, label: str = "test") -> Pki:
     )
 
 
+# --- running a receiver unprivileged ------------------------------------------------------------
+
+
+def unprivileged() -> list[str]:
+    """The argv prefix that runs a receiver as `nobody` when the tests run as root (as in CI
+    containers); nothing otherwise. A receiver needs no privilege: a high port, its own files."""
+    if os.geteuid() != 0:
+        return []
+    nobody = pwd.getpwnam("nobody")
+    return ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+
+
+def receiver_folder(prefix: str) -> Path:
+    """A folder the receiver owns (pytest's own are private to the user running the tests)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    _give(folder)
+    return folder
+
+
+def hand_over(folder: Path, *files: Path) -> list[Path]:
+    """Copies of `files` in the receiver's folder, readable by it alone."""
+    copies = []
+    for source in files:
+        copy = folder / source.name
+        shutil.copyfile(source, copy)
+        copy.chmod(0o600)
+        _give(copy)
+        copies.append(copy)
+    return copies
+
+
+def _give(path: Path) -> None:
+    if os.geteuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+
+
 # --- rsyslogd ----------------------------------------------------------------------------------
 
 TEMPLATE = """
@@ -179,23 +220,26 @@ class Received:
 class Rsyslog:
     """A real rsyslogd receiving syslog over TCP (or TLS) on 127.0.0.1."""
 
-    def __init__(self, folder: Path, *, pki: Pki | None = None, client_auth: bool = False) -> None:
-        self.folder = folder
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, *, pki: Pki | None = None, client_auth: bool = False) -> None:
+        self.folder = receiver_folder("audit-rsyslog-")
         self.pki = pki
+        self.server_files: list[Path] = []
+        if pki is not None:
+            self.server_files = hand_over(self.folder, pki.ca, pki.server_cert, pki.server_key)
         self.client_auth = client_auth
-        self.output = folder / "received.jsonl"
+        self.output = self.folder / "received.jsonl"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _config(self) -> str:
         tls = ""
         driver = ""
-        if self.pki:
+        if self.server_files:
+            ca, cert, key = self.server_files
             tls = (
-                f' DefaultNetstreamDriverCAFile="{self.pki.ca}"'
-                f' DefaultNetstreamDriverCertFile="{self.pki.server_cert}"'
-                f' DefaultNetstreamDriverKeyFile="{self.pki.server_key}"'
+                f' DefaultNetstreamDriverCAFile="{ca}"'
+                f' DefaultNetstreamDriverCertFile="{cert}"'
+                f' DefaultNetstreamDriverKeyFile="{key}"'
             )
             mode = "x509/certvalid" if self.client_auth else "anon"
             driver = (
@@ -222,7 +266,7 @@ class Rsyslog:
         (self.folder / "port").unlink(missing_ok=True)
         log = (self.folder / "rsyslogd.log").open("ab")
         self.proc = subprocess.Popen(
-            [RSYSLOGD, "-n", "-f", str(conf), "-i", str(self.folder / "rsyslogd.pid")],
+            [*unprivileged(), RSYSLOGD, "-n", "-f", str(conf), "-i", str(self.folder / "pid")],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -259,6 +303,10 @@ class Rsyslog:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def log(self) -> str:
         path = self.folder / "rsyslogd.log"

@@ -6,6 +6,7 @@ the example permits is turned away."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import time
@@ -19,7 +20,7 @@ from controlplane.audit.streaming import delivery
 from tests.audit.conftest import make_events
 
 from .conftest import assert_continuous, destination
-from .receivers import RSYSLOGD, Pki, make_pki
+from .receivers import RSYSLOGD, Pki, hand_over, make_pki, receiver_folder, unprivileged
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "controlplane/audit/streaming/rsyslog-receiver.conf"
 
@@ -37,26 +38,27 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def example_receiver(tmp_path: Path, pki: Pki) -> Iterator[tuple[int, Path]]:
+def example_receiver(pki: Pki) -> Iterator[tuple[int, Path]]:
     port = _free_port()
-    output = tmp_path / "log" / "audit.jsonl"
-    output.parent.mkdir()
+    folder = receiver_folder("audit-rsyslog-example-")
+    output = folder / "audit.jsonl"
+    ca, cert, key = hand_over(folder, pki.ca, pki.server_cert, pki.server_key)
     text = EXAMPLE.read_text()
     for shipped, here in (
-        ("/etc/rsyslog.d/controlplane/ca.pem", pki.ca),
-        ("/etc/rsyslog.d/controlplane/server.pem", pki.server_cert),
-        ("/etc/rsyslog.d/controlplane/server.key", pki.server_key),
+        ("/etc/rsyslog.d/controlplane/ca.pem", ca),
+        ("/etc/rsyslog.d/controlplane/server.pem", cert),
+        ("/etc/rsyslog.d/controlplane/server.key", key),
         ("/var/log/controlplane/audit.jsonl", output),
         ('port="6514"', f'address="127.0.0.1" port="{port}"'),
     ):
         assert shipped in text
         text = text.replace(shipped, str(here))
-    conf = tmp_path / "rsyslog.conf"
+    conf = folder / "rsyslog.conf"
     # What Debian's rsyslog.conf sets before it reads /etc/rsyslog.d/.
-    conf.write_text(f'global(workDirectory="{tmp_path}")\n{text}')
-    log = (tmp_path / "rsyslogd.log").open("wb")
+    conf.write_text(f'global(workDirectory="{folder}")\n{text}')
+    log = (folder / "rsyslogd.log").open("wb")
     proc = subprocess.Popen(
-        [RSYSLOGD, "-n", "-f", str(conf), "-i", str(tmp_path / "pid")],
+        [*unprivileged(), RSYSLOGD, "-n", "-f", str(conf), "-i", str(folder / "pid")],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -67,12 +69,13 @@ def example_receiver(tmp_path: Path, pki: Pki) -> Iterator[tuple[int, Path]]:
             break
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "rsyslogd.log"
+                folder / "rsyslogd.log"
             ).read_text()
             time.sleep(0.05)
     yield port, output
     proc.terminate()
     proc.wait(15)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _records(path: Path, count: int) -> list[dict[str, Any]]:

@@ -253,8 +253,9 @@ def test_a_name_the_certificate_does_not_carry_is_refused(
 def test_a_receiver_that_asks_for_a_client_certificate_gets_it(
     tmp_path: Path, pki: Pki, use_streams: Callable[..., None]
 ) -> None:
-    receiver = Rsyslog(tmp_path / "mtls", pki=pki, client_auth=True).start()
+    receiver = Rsyslog(pki=pki, client_auth=True)
     try:
+        receiver.start()
         make_events(2)
         anonymous = _syslog(receiver, timeout=2)
         use_streams(anonymous)
@@ -268,4 +269,4 @@ def test_a_receiver_that_asks_for_a_client_certificate_gets_it(
         assert delivery.stream_deliver(destination=with_cert, force=True).status == "caught_up"
         assert [r.seq for r in receiver.wait_for(3)] == [1, 2, 3]
     finally:
-        receiver.kill()
+        receiver.close()
