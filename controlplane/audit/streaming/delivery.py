@@ -40,7 +40,7 @@ from controlplane.audit.actions import AuditAction
 from controlplane.audit.chain import GENESIS_HASH, ROW_COLUMNS
 from controlplane.audit.chain_walk import created_iso_sql
 from controlplane.audit.models import AuditChainHead, AuditStreamCursor
-from controlplane.settings_parts.audit_streams import StreamDestination
+from controlplane.settings_parts.audit_streams import START_HEAD, StreamDestination
 
 from . import dispatch, records
 from .choices import SendStatus
@@ -161,7 +161,7 @@ def cursor_ensure(*, destination: StreamDestination) -> AuditStreamCursor:
         now = timezone.now()
         if cursor is None:
             seq, hash_ = 0, GENESIS_HASH
-            if destination.start == "head":
+            if destination.start == START_HEAD:
                 head = AuditChainHead.objects.get(pk=1)
                 seq, hash_ = head.seq, head.hash
             cursor = AuditStreamCursor.objects.create(
