@@ -8,8 +8,13 @@ name files and addresses, never what a key, certificate or token file holds.
 
 from __future__ import annotations
 
+import errno
 import ssl
 import time
+
+# A receiver that reset the connection shows as any of these, depending on which call met it
+# (a write, the shutdown after it, or the wait for its close).
+CUT_OFF = {errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN, errno.ECONNABORTED}
 
 
 class StreamSendError(Exception):
@@ -34,7 +39,9 @@ def network_error(exc: BaseException, where: str, *, ca_file: str = "") -> Strea
         return StreamSendError(f"{where} did not answer in time")
     if isinstance(exc, ConnectionRefusedError):
         return StreamSendError(f"{where} refused the connection (is the receiver running?)")
-    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+    if isinstance(exc, ConnectionResetError | BrokenPipeError) or (
+        isinstance(exc, OSError) and exc.errno in CUT_OFF
+    ):
         return StreamSendError(f"{where} closed the connection before it had read everything sent")
     if isinstance(exc, OSError) and exc.strerror:
         return StreamSendError(f"{where}: {exc.strerror}")

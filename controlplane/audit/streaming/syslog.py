@@ -32,6 +32,7 @@ from .errors import Deadline, StreamSendError, network_error
 from .tls import client_context
 
 NILVALUE = "-"
+ACCEPTANCE_WAIT = 0.25  # seconds, at least, for a TLS 1.3 receiver to refuse our certificate
 WRITE_CHUNK = 64 * 1024
 
 
@@ -133,7 +134,8 @@ def _await_acceptance(
     look like a clean end. So wait a few round trips for such a close before sending."""
     if sock.version() != "TLSv1.3":
         return  # TLS 1.2: the receiver's Finished came after it checked our certificate
-    sock.settimeout(min(deadline.remaining(), max(0.05, 4 * round_trip)))
+    # A quarter second at least: the receiver's own check takes a moment on a busy machine.
+    sock.settimeout(min(deadline.remaining(), max(ACCEPTANCE_WAIT, 4 * round_trip)))
     try:
         data = sock.recv(1)
     except TimeoutError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 import time
 import uuid
@@ -261,7 +262,11 @@ def test_a_receiver_that_asks_for_a_client_certificate_gets_it(
         use_streams(anonymous)
         refused = delivery.stream_deliver(destination=anonymous)
         assert refused.status == "failed"
-        assert "did it refuse the client certificate" in refused.error
+        # Said within the wait after the handshake, or (on a very slow machine) later, as the
+        # reset that answers the batch: either way it is not counted as taken.
+        assert re.search(
+            "did it refuse the client certificate|closed the connection before", refused.error
+        )
         assert receiver.received() == []
 
         with_cert = _syslog(receiver, cert_file=str(pki.client_cert), key_file=str(pki.client_key))
