@@ -15,7 +15,7 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install run test quick lint typecheck pytest chromium visudo prometheus compose-check real-engine-env oidc-provider clean
+.PHONY: install run test quick lint typecheck pytest chromium visudo prometheus rsyslog compose-check real-engine-env oidc-provider clean
 
 install: $(STAMP)
 
@@ -61,6 +61,15 @@ prometheus:
 	  echo "Installing Debian's prometheus for the alerting-rule and scrape tests..."; \
 	  $(call apt_install,prometheus); }
 
+# The audit stream's tests send to a real rsyslog (tests/audit/streaming/): Debian's rsyslog and
+# its GnuTLS network stream driver (rsyslog-gnutls: lmnsd_gtls, for syslog over TLS, RFC 5425).
+# The tests start their own rsyslogd in the foreground with their own configuration; nothing is
+# configured or started system-wide.
+rsyslog:
+	@dpkg-query -W -f='$${Status}' rsyslog-gnutls 2>/dev/null | grep -q 'ok installed' || { \
+	  echo "Installing Debian's rsyslog and rsyslog-gnutls for the audit stream's tests..."; \
+	  $(call apt_install,rsyslog rsyslog-gnutls); }
+
 compose-check:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  echo "Installing Debian's docker-compose to validate docker-compose.yml..."; \
@@ -95,7 +104,7 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 	cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
-pytest: install chromium visudo prometheus real-engine-env oidc-provider
+pytest: install chromium visudo prometheus rsyslog real-engine-env oidc-provider
 	@if [ -z "$$DATABASE_URL" ] && (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then \
 	  export DATABASE_URL=$(PG_URL)_$$$$; fi; \
 	if [ "$$CI" = "true" ] && [ -z "$$DATABASE_URL" ]; then \

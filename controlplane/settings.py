@@ -14,6 +14,7 @@ import environ
 
 from controlplane.settings_parts import api as api_settings
 from controlplane.settings_parts import sign_in
+from controlplane.settings_parts.audit_streams import audit_streams
 from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
 from controlplane.settings_parts.validation import (
     allowed_networks,
@@ -314,6 +315,18 @@ AUDIT_TRUSTED_PUBLIC_KEYS = env.list("AUDIT_TRUSTED_PUBLIC_KEYS", default=[])
 AUDIT_CHECKPOINT_SECONDS = env.int("AUDIT_CHECKPOINT_SECONDS", default=300)
 AUDIT_VERIFY_SECONDS = env.int("AUDIT_VERIFY_SECONDS", default=900)
 
+# --- the audit trail to a SIEM (controlplane/audit/streaming/README.md) ---------------------------
+# Destinations as a JSON list (syslog over TCP with TLS, a JSON Lines file, an HTTP collector);
+# none by default. Each is sent from a cursor in the database, at least once, in order.
+AUDIT_STREAMS = audit_streams(env.str("AUDIT_STREAMS", default=""))
+# Beat's sweep sends whatever a kick after an append did not (a broker that was down, a
+# receiver that was); a destination that failed waits 5 s, then twice as long each time, up to
+# AUDIT_STREAM_RETRY_MAX_SECONDS.
+AUDIT_STREAM_SWEEP_SECONDS = env.int("AUDIT_STREAM_SWEEP_SECONDS", default=30)
+AUDIT_STREAM_RETRY_MAX_SECONDS = env.int("AUDIT_STREAM_RETRY_MAX_SECONDS", default=300)
+# The Celery queue the stream's tasks go to ("" is the default queue), as WEBHOOK_QUEUE.
+AUDIT_STREAM_QUEUE = env.str("AUDIT_STREAM_QUEUE", default="")
+
 # --- change jobs --------------------------------------------------------------------------------
 # Kinds that always need a second person's approval. Any change of what serves or how it is
 # exposed needs it too, whatever its kind, and an engine repair always does, even if this list
@@ -407,6 +420,10 @@ CELERY_BEAT_SCHEDULE = {
     "audit-verify": {
         "task": "controlplane.audit.tasks.verify_chain",
         "schedule": AUDIT_VERIFY_SECONDS,
+    },
+    "audit-stream": {
+        "task": "controlplane.audit.tasks.stream_sweep",
+        "schedule": AUDIT_STREAM_SWEEP_SECONDS,
     },
     "recover-interrupted-jobs": {
         "task": "deployments.tasks.recover_interrupted_jobs",

@@ -94,6 +94,10 @@ class AuditAction(models.TextChoices):
     WEBHOOK_CHANGED = "webhook.changed", "webhook changed"
     WEBHOOK_DELETED = "webhook.deleted", "webhook deleted"
     WEBHOOK_TEST_SENT = "webhook.test_sent", "webhook test sent"
+    # the audit trail's own stream to a SIEM (controlplane.audit.streaming)
+    AUDIT_STREAM_ADDED = "audit_stream.added", "audit stream added"
+    AUDIT_STREAM_REMOVED = "audit_stream.removed", "audit stream removed"
+    AUDIT_STREAM_REPLAYED = "audit_stream.replayed", "audit stream replayed"
 
     @classmethod
     def change_ended(cls, status: str) -> AuditAction:

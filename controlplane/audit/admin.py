@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from controlplane.admin_readonly import ReadOnlyAdmin
 
-from .models import AuditEvent, AuditVerification
+from .models import AuditEvent, AuditStreamCursor, AuditVerification
 
 
 @admin.register(AuditEvent)
@@ -20,3 +20,14 @@ class AuditVerificationAdmin(ReadOnlyAdmin):
 
     list_display = ("started_at", "trigger", "ok", "events", "broken_seq", "problem")
     list_filter = ("ok", "trigger")
+
+
+@admin.register(AuditStreamCursor)
+class AuditStreamCursorAdmin(ReadOnlyAdmin):
+    """How far each SIEM destination has got. Moved only by sending, or by `manage.py
+    audit_stream replay` (audited): never by hand, which could skip events unnoticed."""
+
+    list_display = (
+        "name", "kind", "delivered_seq", "sent_seq", "attempts", "last_error", "last_success_at",
+        "removed_at",
+    )  # fmt: skip

@@ -129,3 +129,37 @@ class AuditVerification(models.Model):
     def __str__(self) -> str:
         state = "ok" if self.ok else f"broken at #{self.broken_seq}"
         return f"verification {self.started_at:%Y-%m-%d %H:%M:%S}: {state}"
+
+
+class AuditStreamCursor(models.Model):
+    """How far one destination of the audit stream (settings.AUDIT_STREAMS, by name) has got.
+
+    Every event up to `delivered_seq` was taken by the receiver; the next one sent must be
+    `delivered_seq + 1` and carry `delivered_hash` as its prev_hash, so the stream can neither
+    skip nor fork. `sent_seq` is the highest seq ever handed to the receiver, written before
+    the send: anything sent again up to it (after a crash, a timeout or a replay) goes out
+    flagged as a redelivery. `lease_until`/`lease_token` are the claim of the one worker that
+    sends it now; the token fences a worker whose lease ran out from moving the cursor.
+    """
+
+    name = models.CharField(max_length=63, unique=True)
+    kind = models.CharField(max_length=10)
+    delivered_seq = models.BigIntegerField(default=0)
+    delivered_hash = models.CharField(max_length=64, default="0" * 64)
+    sent_seq = models.BigIntegerField(default=0)
+    redelivered = models.BigIntegerField(default=0)  # records sent flagged, all time
+    attempts = models.PositiveIntegerField(default=0)  # failed attempts since the last success
+    last_error = models.TextField(blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)  # backoff after a failure
+    lease_until = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField()
+    removed_at = models.DateTimeField(null=True, blank=True)  # gone from AUDIT_STREAMS
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"audit stream {self.name} at #{self.delivered_seq}"

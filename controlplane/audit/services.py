@@ -19,6 +19,7 @@ from controlplane.redaction import redact_text
 from . import checkpoints, context, signals
 from .chain import GENESIS_HASH, event_hash, normalize_ip
 from .models import AuditChainHead, AuditEvent, AuditVerification
+from .streaming import dispatch as stream_dispatch
 from .verification import VerificationResult, chain_verify
 
 logger = logging.getLogger(__name__)
@@ -187,6 +188,8 @@ def _append(pending: list[tuple[dict[str, Any], Any]]) -> list[AuditEvent]:
             partial(signals.event_committed.send_robust, sender=AuditEvent, event=event),
             robust=True,
         )
+    # The SIEM stream sends from its cursor; the kick only saves waiting for beat's sweep.
+    stream_dispatch.kick_on_commit()
     return events
 
 

@@ -26,6 +26,7 @@ from controlplane.htmx import is_partial
 from . import export, selectors
 from .forms import EventFilterForm
 from .selectors import EventFilter
+from .streaming import selectors as stream_selectors
 
 
 def _cursor(request: HttpRequest, name: str) -> int | None:
@@ -64,6 +65,7 @@ def history(request: HttpRequest) -> HttpResponse:
     context.update(
         verification=selectors.verification_latest(),
         checkpoint=selectors.checkpoint_latest(),
+        streams=stream_selectors.stream_statuses(),
     )
     return render(request, "audit/history.html", context)
 

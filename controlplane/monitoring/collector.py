@@ -21,6 +21,7 @@ from hosts.state import ServerState
 
 from . import selectors
 from .annotations import EVENT_SOURCES
+from .audit_streams import audit_stream_families
 from .evaluations import evaluation_families
 from .gpu_faults import add_gpu_faults, gpu_fault_family_set
 
@@ -116,6 +117,7 @@ class ControlPlaneCollector:
         )
         yield from (outcomes, window, changes, waiting, oldest)
         yield from self._verification_families(data)
+        yield from audit_stream_families()
 
     def _verification_families(self, data: selectors.FleetMetrics) -> Iterator[Metric]:
         ok = _gauge(
