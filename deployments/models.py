@@ -412,9 +412,10 @@ class HostLease(models.Model):
         return f"lease on {self.host_id}: change {self.holder_id} token {self.fencing_token}"
 
 
-# The evaluation rows live in their own module; importing them here registers them with this
-# app and lets the rest of the product import every row from deployments.models.
+# The evaluation and rollout rows live in their own modules; importing them here registers them
+# with this app and lets the rest of the product import every row from deployments.models.
 from .evaluation.models import BenchmarkProfile, CoherenceCheck, Evaluation  # noqa: E402
+from .rollouts.models import Rollout, RolloutApproval, RolloutHost  # noqa: E402
 
 __all__ = [
     "Approval",
@@ -427,4 +428,7 @@ __all__ = [
     "HostLease",
     "JobStep",
     "ModelArtifact",
+    "Rollout",
+    "RolloutApproval",
+    "RolloutHost",
 ]

@@ -40,6 +40,7 @@ def change_request_create(
     acknowledge_integrity: bool = False,
     benchmark: bool = False,
     benchmark_profile: BenchmarkProfile | None = None,
+    rollout: int | None = None,
 ) -> ChangeRequest:
     # One function, long for its keyword parameters: the one place a change is requested.
     """Record a request on `snapshot`: queued at once, or waiting for a second person when the
@@ -49,7 +50,8 @@ def change_request_create(
     read what is unknown; the list is kept on the request and in the audit log. A new revision
     on an engine whose integrity check is not clean needs `acknowledge_integrity`. The serving
     benchmark runs with `benchmark_profile` (or the default profile when only `benchmark` is
-    set), before and after the change.
+    set), before and after the change. `rollout` names the rollout (deployments.rollouts) the
+    change is one host's turn of: kept in its parameters, so the approval binds to it too.
     """
     require_role(user, OPERATOR, "Requesting a change")
     if kind not in kinds.KINDS:
@@ -91,6 +93,8 @@ def change_request_create(
             _refuse_on_preflight(checks, acknowledge_busy, acknowledge_integrity)
         because = policy.approval_reasons(target=target)
         params = _params(deployment, kind, checks, because, profile, unknown)
+        if rollout is not None:
+            params["rollout"] = rollout
         change = _store(
             user=user, deployment=deployment, target=target, snapshot=snapshot, reason=reason,
             because=because, busy=checks.busy, params=params,
@@ -286,6 +290,7 @@ def _record_requested(
             "inflight": checks.inflight,
             "benchmark": (change.params.get("benchmark") or {}).get("name"),
             "engine_package": change.params.get("engine_package"),
+            **({"rollout": change.params["rollout"]} if "rollout" in change.params else {}),
         },
     )
     _record_acknowledged(change, user=user, checks=checks)
