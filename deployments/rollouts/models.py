@@ -17,7 +17,7 @@ from controlplane.accounts.models import HostGroup
 from hosts.models import Host, StateSnapshot
 
 from ..choices import ApprovalDecision, ChangeKind
-from .choices import RolloutHostStatus, RolloutStatus, WaveUnit
+from .choices import GateCheck, RolloutHostStatus, RolloutStatus, WaveUnit
 
 MAX_DEADLINE_SECONDS = 7 * 86400
 
@@ -142,7 +142,8 @@ class RolloutHost(models.Model):
     approved_unit_sha256 = models.CharField(max_length=64, blank=True)
     approved_models = models.JSONField(default=list, blank=True)
     skip_reason = models.TextField(blank=True)
-    gate_check = models.CharField(max_length=20, blank=True)  # a GateCheck, when one failed
+    # Which check it failed, when one did.
+    gate_check = models.CharField(max_length=20, blank=True, choices=GateCheck.choices)
     gate_failure = models.TextField(blank=True)  # which check failed, in words
     gate = models.JSONField(default=dict, blank=True)  # each check's figures
     # Made in the same transaction that moves the host to running, so a worker killed at any
