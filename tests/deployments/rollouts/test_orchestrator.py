@@ -295,3 +295,20 @@ def test_a_change_ending_has_a_worker_look_at_its_rollout(
     with django_capture_on_commit_callbacks() as none:
         receivers.change_ended(sender=None, event=started)
     assert none == []
+
+
+def test_paused_mid_wave_no_other_host_of_it_is_started(operator, approver, fleet, catalog):
+    from deployments.rollouts import decisions
+
+    rollout = approved(
+        swap_rollout(operator, fleet, catalog["INT4"], wave_size=3, max_down=1), approver
+    )
+    end_change(take_turns(rollout)[0].change)
+    [first] = take_turns(rollout)
+    decisions.rollout_pause(rollout=rollout, user=operator)
+    end_change(first.change)
+    assert take_turns(rollout) == []  # not even claimed (no probe of the next host)
+    rows = hosts_of(rollout)
+    assert rows["gpu-02"].status == H.SUCCEEDED
+    assert [rows[n].status for n in ("gpu-03", "gpu-04")] == [H.PENDING, H.PENDING]
+    assert not rows["gpu-03"].claim_token
