@@ -117,8 +117,9 @@ def host_mismatch(
 def _locked_turn(rh_id: int, token: str, status: str) -> tuple[Rollout, RolloutHost | None]:
     """The rollout's row locked, and the host if this claim still holds its turn."""
     rh_row = RolloutHost.objects.only("rollout_id").get(pk=rh_id)
+    # Only the rollout's row (`of`): the requester and the model are read, not locked.
     rollout = (
-        Rollout.objects.select_for_update()
+        Rollout.objects.select_for_update(of=("self",))
         .select_related("requested_by", "model")
         .get(pk=rh_row.rollout_id)
     )
