@@ -72,6 +72,7 @@ def test_a_worker_killed_mid_turn_resumes_from_the_record_changing_no_host_twice
                 return found if found.status == RolloutStatus.SUCCEEDED else None
 
             wait_until(done, timeout=180, interval=0.2, explain=survivor.output)
+            assert "deployments.tasks.rollouts_sweep" in survivor.output()  # beat looked
         finally:
             survivor.stop()
     for host in fleet.hosts:

@@ -84,7 +84,7 @@ def test_the_live_page_shows_each_host_and_stops_polling_when_done(
     running = client.get(live, headers={"HX-Request": "true"})
     assert running.status_code == 200
     body = running.content.decode()
-    assert 'hx-trigger="every 1s"' in body
+    assert 'hx-trigger="every 2s"' in body
     assert reverse("deployments:change", args=[canary.change_id]) in body
     end_change(canary.change)
     take_turns(rollout)
