@@ -312,3 +312,30 @@ def test_paused_mid_wave_no_other_host_of_it_is_started(operator, approver, flee
     assert rows["gpu-02"].status == H.SUCCEEDED
     assert [rows[n].status for n in ("gpu-03", "gpu-04")] == [H.PENDING, H.PENDING]
     assert not rows["gpu-03"].claim_token
+
+
+def test_a_restart_needs_no_grant_per_host_and_halts_without_a_rollback(
+    operator, approver, fleet
+) -> None:
+    from deployments.rollouts import requests
+
+    rollout = approved(
+        requests.rollout_create(
+            user=operator, kind="restart", reason="pick up the new driver",
+            hosts=[d.host for d in fleet], wave_size=3, max_down=3,
+        ),
+        approver,
+    )  # fmt: skip
+    [canary] = take_turns(rollout)
+    # A restart changes nothing that serves: its change is queued without an approval of its own.
+    assert canary.change.status == ChangeStatus.QUEUED and not canary.change.approvals.exists()
+    end_change(canary.change)
+    wave = take_turns(rollout)
+    end_change(wave[0].change)
+    end_change(wave[1].change, ChangeStatus.FAILED, coherent=False, reason="incoherent")
+    end_change(wave[2].change)
+    assert take_turns(rollout) == []  # a restart writes no revision: nothing to go back to
+    assert rollout.status == RolloutStatus.HALTED
+    rows = hosts_of(rollout)
+    assert rows["gpu-02"].status == H.SUCCEEDED and rows["gpu-03"].status == H.FAILED
+    assert not ChangeRequest.objects.filter(kind=ChangeKind.ROLLBACK).exists()
