@@ -86,6 +86,8 @@ def test_the_live_page_shows_each_host_and_stops_polling_when_done(
     body = running.content.decode()
     assert 'hx-trigger="every 2s"' in body
     assert reverse("deployments:change", args=[canary.change_id]) in body
+    change_page = client.get(reverse("deployments:change", args=[canary.change_id]))
+    assert f'href="{reverse("rollouts:detail", args=[rollout.pk])}"' in change_page.content.decode()
     end_change(canary.change)
     take_turns(rollout)
     done = client.get(live, headers={"HX-Request": "true"})
