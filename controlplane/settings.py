@@ -372,6 +372,11 @@ JOB_RECOVERY_SWEEP_SECONDS = env.int("JOB_RECOVERY_SWEEP_SECONDS", default=30)
 # job, so a spare message is harmless).
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", default=60)
 HEALTH_POLL_SECONDS = env.float("HEALTH_POLL_SECONDS", default=2.0)
+# Rollouts (deployments.rollouts): beat has a worker look at every active rollout this often (a
+# rollout also moves at once when one of its changes ends); a worker taking a host's turn holds
+# it with a claim renewed while it probes, which another takes over once it is this old.
+ROLLOUT_SWEEP_SECONDS = env.int("ROLLOUT_SWEEP_SECONDS", default=15)
+ROLLOUT_CLAIM_SECONDS = env.int("ROLLOUT_CLAIM_SECONDS", default=60)
 
 # --- JSON API -----------------------------------------------------------------------------------
 # Long, and nothing in them is set from the environment: controlplane/settings_parts/api.py.
@@ -432,6 +437,10 @@ CELERY_BEAT_SCHEDULE = {
     # A maintenance whose end time passed is over at once (Host.in_maintenance); this
     # records that it ended and clears it from the host.
     "end-maintenance": {"task": "hosts.tasks.end_maintenance", "schedule": 60},
+    "rollouts-sweep": {
+        "task": "deployments.tasks.rollouts_sweep",
+        "schedule": ROLLOUT_SWEEP_SECONDS,
+    },
     "webhook-requeue": {
         "task": "controlplane.notifications.tasks.requeue_deliveries",
         "schedule": WEBHOOK_REQUEUE_AFTER_SECONDS,

@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("controlplane.notifications.urls")),
     path("", include("controlplane.monitoring.urls")),
     path("", include("deployments.urls")),
+    path("", include("deployments.rollouts.urls")),
     path("", include("hosts.urls")),
 ]
 

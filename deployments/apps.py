@@ -9,9 +9,11 @@ class DeploymentsConfig(AppConfig):
 
         from django.core import checks
 
+        from controlplane.audit.signals import event_committed
         from hosts.signals import snapshots_recorded
 
         from . import services
+        from .rollouts import receivers as rollout_receivers
         from .system_checks import check_approval_required_kinds, check_harmless_engine_flags
 
         checks.register(check_harmless_engine_flags)
@@ -27,3 +29,6 @@ class DeploymentsConfig(AppConfig):
             void_drifted_approvals, weak=False, dispatch_uid="deployments-void-on-drift"
         )
         snapshots_recorded.connect(update_health, weak=False, dispatch_uid="deployments-health")
+        event_committed.connect(
+            rollout_receivers.change_ended, weak=False, dispatch_uid="deployments-rollouts"
+        )

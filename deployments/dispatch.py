@@ -15,6 +15,8 @@ logger = logging.getLogger(__name__)
 EXECUTE_CHANGE = "deployments.tasks.execute_change"
 RECOVER_INTERRUPTED_JOBS = "deployments.tasks.recover_interrupted_jobs"
 GPU_DIAGNOSTIC = "deployments.tasks.gpu_diagnostic"
+ROLLOUT_ADVANCE = "deployments.tasks.rollout_advance"
+ROLLOUTS_SWEEP = "deployments.tasks.rollouts_sweep"
 
 
 def change_execute_on_commit(change_id: int) -> None:
@@ -37,3 +39,17 @@ def gpu_diagnostic_send(host_id: int, level: int) -> None:
     transaction.on_commit(
         lambda: current_app.send_task(GPU_DIAGNOSTIC, kwargs={"host_id": host_id, "level": level})
     )
+
+
+def rollout_advance_on_commit(rollout_id: int) -> None:
+    """Have a worker look at the rollout again once the transaction that moved it commits
+    (approved, resumed, one of its changes ended)."""
+
+    def send() -> None:
+        try:
+            current_app.send_task(ROLLOUT_ADVANCE, args=(rollout_id,))
+        except OperationalError:
+            # Beat's rollout sweep looks at every active rollout anyway (ROLLOUT_SWEEP_SECONDS).
+            logger.warning("rollout #%s moved, but the broker did not take its task", rollout_id)
+
+    transaction.on_commit(send)

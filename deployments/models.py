@@ -429,10 +429,11 @@ class HostLease(models.Model):
         return f"lease on {self.host_id}: change {self.holder_id} token {self.fencing_token}"
 
 
-# The evaluation rows and the drain hooks live in their own modules; importing them here
-# registers them with this app and lets the rest of the product import every row from here.
+# The evaluation and rollout rows and the drain hooks live in their own modules; importing them
+# here registers them with this app and lets the rest of the product import every row from here.
 from .drain_hooks import DrainHook  # noqa: E402
 from .evaluation.models import BenchmarkProfile, CoherenceCheck, Evaluation  # noqa: E402
+from .rollouts.models import Rollout, RolloutApproval, RolloutHost  # noqa: E402
 
 __all__ = [
     "Approval",
@@ -446,4 +447,7 @@ __all__ = [
     "HostLease",
     "JobStep",
     "ModelArtifact",
+    "Rollout",
+    "RolloutApproval",
+    "RolloutHost",
 ]

@@ -9,6 +9,7 @@ from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 
 from . import dispatch
 from .execution import runner
+from .rollouts import orchestrator
 from .services import diagnostics
 
 
@@ -36,3 +37,22 @@ def recover_interrupted_jobs() -> list[int]:
     for change_id in runner.queued_too_long():
         execute_change.delay(change_id)
     return recovered
+
+
+@shared_task(name=dispatch.ROLLOUT_ADVANCE, acks_late=True)
+def rollout_advance(rollout_id: int) -> str | None:
+    """Look at a rollout once: record its finished changes, decide, take the turns it has room
+    for. Safe to run twice at once, or again after a worker died in it."""
+    with audit_context.acting(SYSTEM_WORKER):
+        rollout = orchestrator.rollout_advance(rollout_id=rollout_id)
+        return rollout.status if rollout else None
+
+
+@shared_task(name=dispatch.ROLLOUTS_SWEEP)
+def rollouts_sweep() -> list[int]:
+    """Beat's look at every rollout still going: one that no event moved (a lost message, a
+    worker killed mid-turn, a claim to take over, a deadline) moves on from its record."""
+    due = orchestrator.rollouts_due()
+    for rollout_id in due:
+        rollout_advance.delay(rollout_id)
+    return due

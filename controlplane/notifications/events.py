@@ -22,6 +22,7 @@ from hosts.choices import VERDICT_SEVERITY, SnapshotStatus, Verdict
 from hosts.models import Host, StateSnapshot
 
 from .choices import EventType
+from .rollout_events import ROLLOUT_EVENTS, rollout_notification
 
 # The job's final audit event is `change.<status>`; a rejection has its own notification.
 JOB_OUTCOMES: dict[str, str] = {
@@ -44,6 +45,7 @@ NOTIFYING_ACTIONS = {
     AuditAction.PROBE_COMPLETED,
     *APPROVALS,
     *JOB_OUTCOMES,
+    *ROLLOUT_EVENTS,
 }
 MAX_DRIFT_FIELDS = 5
 
@@ -92,7 +94,8 @@ def might_notify(event: AuditEvent) -> bool:
         return False
     data = event.data or {}
     if event.action == AuditAction.CHANGE_REQUESTED:
-        return bool(data.get("needs_approval"))
+        # A rollout's change is granted under the rollout's approval as it is made.
+        return bool(data.get("needs_approval")) and not data.get("rollout")
     if event.action == AuditAction.PROBE_COMPLETED:
         return data.get("status") == SnapshotStatus.UNREACHABLE
     if event.action == AuditAction.HOST_VERDICT_CHANGED:
@@ -109,6 +112,12 @@ def notifications_for(event: AuditEvent) -> list[Notification]:
         return [_host_key_changed(event)]
     if event.action == AuditAction.HOST_VERDICT_CHANGED:
         return [_verdict_changed(event)]
+    if event.action in ROLLOUT_EVENTS:
+        found = rollout_notification(event)
+        if found is None:
+            return []
+        kind, text, path, data = found
+        return [Notification(kind, text, link_to(path), {**_common(event), **data})]
     change = _change_of(event)
     if change is None:
         return []

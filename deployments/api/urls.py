@@ -4,7 +4,7 @@ from django.urls import URLPattern, path
 
 from controlplane.api.views.base import endpoint
 
-from . import views
+from . import rollouts, views
 
 urlpatterns: list[URLPattern] = [
     # deployments and the model catalog
@@ -42,4 +42,12 @@ urlpatterns: list[URLPattern] = [
         name="change-break-glass",
     ),
     path("changes/<int:pk>/cancel/", endpoint(views.ChangeCancel), name="change-cancel"),
+    # rollouts
+    path("rollouts/", endpoint(rollouts.RolloutList), name="rollout-list"),
+    path("rollouts/<int:pk>/", endpoint(rollouts.RolloutDetail), name="rollout-detail"),
+    path("rollouts/<int:pk>/approve/", endpoint(rollouts.RolloutApprove), name="rollout-approve"),
+    path("rollouts/<int:pk>/reject/", endpoint(rollouts.RolloutReject), name="rollout-reject"),
+    path("rollouts/<int:pk>/pause/", endpoint(rollouts.RolloutPause), name="rollout-pause"),
+    path("rollouts/<int:pk>/resume/", endpoint(rollouts.RolloutResume), name="rollout-resume"),
+    path("rollouts/<int:pk>/abort/", endpoint(rollouts.RolloutAbort), name="rollout-abort"),
 ]

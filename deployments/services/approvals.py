@@ -94,6 +94,29 @@ def change_request_break_glass(
     )  # fmt: skip
 
 
+def change_request_approve_for_rollout(
+    *, change: ChangeRequest, approver: Any, reason: str, rollout_id: int
+) -> ChangeRequest:
+    """A change a rollout requested on one host, granted under the rollout's one approval
+    (deployments.rollouts): its approver decided on the rollout's parameters and on what this
+    host served. The grant is recorded on the host's own change as any approval is, bound to
+    its parameters and to the fresh snapshot it rests on, so the runner's checks (freshness,
+    the approval's expiry, drift) treat it like any other."""
+    change_request_approve_allowed(user=approver)
+    if change.requested_by_id == approver.pk:
+        raise ChangeRefused(
+            "the two-person rule: you cannot approve your own request", code="forbidden"
+        )
+    if (change.params or {}).get("rollout") != rollout_id:
+        raise ChangeRefused(f"change #{change.pk} is not part of rollout #{rollout_id}")
+    reason = require_reason(reason, "an approval")
+    return _grant(
+        change=change, user=approver, snapshot=change.snapshot, reason=reason,
+        decision=ApprovalDecision.APPROVED, action=AuditAction.CHANGE_APPROVED,
+        when="rollout's approval", extra={"rollout": rollout_id},
+    )  # fmt: skip
+
+
 def _grant(
     *,
     change: ChangeRequest,
@@ -104,6 +127,7 @@ def _grant(
     action: str,
     when: str,
     alert: bool = False,
+    extra: dict[str, Any] | None = None,
 ) -> ChangeRequest:
     """Record an approval bound to the request's parameters and the snapshot `user` saw, and
     queue the job; or mark the request drifted if that snapshot differs materially."""
@@ -140,6 +164,7 @@ def _grant(
         }
         if alert:
             data["alert"] = True
+        data.update(extra or {})
         try:
             lifecycle.change_transition(
                 change=change, source=ChangeStatus.PENDING_APPROVAL, target=ChangeStatus.QUEUED,

@@ -51,6 +51,7 @@ def change_request_create(
     benchmark_profile: BenchmarkProfile | None = None,
     drain_hook: DrainHook | None = None,
     drain_deadline_seconds: int | None = None,
+    rollout: int | None = None,
 ) -> ChangeRequest:
     # One function, long for its keyword parameters: the one place a change is requested.
     """Record a request on `snapshot`: queued at once, or waiting for a second person when the
@@ -66,6 +67,8 @@ def change_request_create(
     With a `drain_hook` the job drains the host first and
     waits up to `drain_deadline_seconds` for the requests in flight (deployments.execution.
     drain); `acknowledge_busy` then lets it go ahead if some are still running at the deadline.
+    `rollout` names the rollout (deployments.rollouts) the
+    change is one host's turn of: kept in its parameters, so the approval binds to it too.
     """
     require_role(user, OPERATOR, "Requesting a change")
     if kind not in kinds.KINDS:
@@ -116,6 +119,8 @@ def change_request_create(
             params["drain"] = drain
         # Draining, the acknowledgement is for the deadline: whatever is in flight then.
         busy = acknowledge_busy if drain is not None else checks.busy
+        if rollout is not None:
+            params["rollout"] = rollout
         change = _store(
             user=user, deployment=deployment, target=target, snapshot=snapshot, reason=reason,
             because=because, busy=busy, params=params,
@@ -312,6 +317,7 @@ def _record_requested(
             "benchmark": (change.params.get("benchmark") or {}).get("name"),
             "engine_package": change.params.get("engine_package"),
             "drain": change.params.get("drain"),
+            **({"rollout": change.params["rollout"]} if "rollout" in change.params else {}),
         },
     )
     _record_acknowledged(change, user=user, checks=checks)

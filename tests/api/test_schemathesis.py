@@ -22,6 +22,7 @@ from schemathesis.checks import not_a_server_error
 from controlplane.api import services as token_services
 from controlplane.audit import services as audit
 from deployments import services as change_services
+from deployments.rollouts import requests as rollout_requests
 from hosts import dispatch
 from tests import factories as f
 
@@ -46,12 +47,16 @@ def rows(operator, catalog):
         reason="faster", model=catalog["INT4"],
     )  # fmt: skip
     event = audit.record(action="test.event", actor="system:test", host=host, data={"i": 1})
+    rollout = rollout_requests.rollout_create(
+        user=operator, kind="restart", reason="new driver", hosts=[host], wave_size=1, max_down=1
+    )
     return {
         "/api/v1/hosts/": {"name": host.name},
         "/api/v1/snapshots/": {"id": snapshot.pk},
         "/api/v1/deployments/": {"id": deployment.pk},
         "/api/v1/models/": {"id": catalog["INT4"].pk},
         "/api/v1/changes/": {"id": change.pk},
+        "/api/v1/rollouts/": {"id": rollout.pk},
         "/api/v1/audit/events/": {"seq": event.seq},
     }
 

@@ -48,6 +48,7 @@ from controlplane.celery import app
 from controlplane.notifications import services as notification_services
 from controlplane.notifications.choices import EventType
 from deployments import services as change_services
+from deployments.rollouts import requests as rollout_requests
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -129,6 +130,16 @@ RULES: dict[str, Rule] = {
     "deployments:cancel": page(POST=OPERATOR),
     "deployments:approvals": page(GET=VIEWER),
     "deployments:gpu_diagnostic": page(POST=OPERATOR),
+    # rollouts: every role reads; an operator requests; an approver decides; the requester (an
+    # operator) or an approver pauses, resumes and aborts (the services check every host)
+    "rollouts:list": page(GET=VIEWER),
+    "rollouts:create": page(GET=OPERATOR, POST=OPERATOR),
+    "rollouts:detail": page(GET=VIEWER),
+    "rollouts:approve": page(POST=APPROVER),
+    "rollouts:reject": page(POST=APPROVER),
+    "rollouts:pause": page(POST=PROBE),
+    "rollouts:resume": page(POST=PROBE),
+    "rollouts:abort": page(POST=PROBE),
     # the audit log
     "audit:history": page(GET=VIEWER),
     "audit:event": page(GET=VIEWER),
@@ -173,6 +184,13 @@ RULES: dict[str, Rule] = {
     "api:change-reject": api(POST=APPROVER),
     "api:change-break-glass": api(POST=ADMIN),
     "api:change-cancel": api(POST=OPERATOR),
+    "api:rollout-list": api(GET=VIEWER, POST=OPERATOR),
+    "api:rollout-detail": api(GET=VIEWER),
+    "api:rollout-approve": api(POST=APPROVER),
+    "api:rollout-reject": api(POST=APPROVER),
+    "api:rollout-pause": api(POST=PROBE),
+    "api:rollout-resume": api(POST=PROBE),
+    "api:rollout-abort": api(POST=PROBE),
     "api:audit-event-list": api(GET=VIEWER),
     "api:audit-event-detail": api(GET=VIEWER),
     "api:audit-export": api(GET=VIEWER),
@@ -272,6 +290,10 @@ def world(viewer, operator, approver, outsider, admin_user) -> World:
     event = AuditEvent.objects.order_by("-seq").first()
     assert event is not None and change.target_revision is not None
     profile = f.default_benchmark_profile()
+    rollout = rollout_requests.rollout_create(
+        user=operator, kind="restart", reason="pick up the new driver", hosts=[host],
+        wave_size=1, max_down=1,
+    )  # fmt: skip
     return World(
         users={
             "anonymous": None,
@@ -304,6 +326,7 @@ def world(viewer, operator, approver, outsider, admin_user) -> World:
             "tokens": token.pk,
             "models": catalog["INT4"].pk,
             "benchmark-profiles": profile.pk,
+            "rollouts": rollout.pk,
         },
     )
 
