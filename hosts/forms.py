@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
+from controlplane.accounts.models import validate_host_group_name
+
 from .choices import Verdict
 
 SORTS = {"verdict": "worst first", "name": "name", "age": "oldest snapshot first"}
@@ -14,6 +16,9 @@ class FleetFilterForm(forms.Form):
 
     verdict = forms.ChoiceField(choices=[("", "any verdict"), *Verdict.choices], required=False)
     q = forms.CharField(required=False, max_length=63, label="host name contains")
+    group = forms.CharField(
+        required=False, max_length=63, label="host group", validators=[validate_host_group_name]
+    )
     sort = forms.ChoiceField(choices=list(SORTS.items()), required=False)
     # ?page= is read by controlplane.paging, which answers any value with a page and a note.
 

@@ -19,6 +19,7 @@ from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact
 from .choices import SnapshotStatus, Verdict
 from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
+from .scope import hosts_group_ids_prefetch, hosts_visible, rows_visible
 from .state import DeploymentState, GpuState, HostState, Problem
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
@@ -36,18 +37,27 @@ class FleetRow:
 
 
 def fleet_page(
-    *, verdict: str = "", q: str = "", sort: str = "verdict", page: str | None = None
+    *,
+    user: Any,
+    verdict: str = "",
+    q: str = "",
+    group: str = "",
+    sort: str = "verdict",
+    page: str | None = None,
 ) -> tuple[Page[Any], list[FleetRow], str]:
-    """One page of the fleet with each host's stored verdict and newest snapshot, in a fixed
-    number of queries whatever the fleet's size, and a note when `page` was not a page of it.
+    """One page of the hosts `user` sees with each one's stored verdict and newest snapshot,
+    in a fixed number of queries whatever the fleet's size, and a note when `page` was not a
+    page of it. `group` keeps the hosts of one host group (by name).
 
     Each row reads only the parts of its snapshots' state that it shows (ROW_STATE_KEYS): at
     50 rows a page, decoding whole snapshots was most of the page's cost."""
-    matching = Host.objects.all()
+    matching = hosts_visible(user)
     if verdict:
         matching = matching.filter(health__verdict=verdict)
     if q:
         matching = matching.filter(name__icontains=q)
+    if group:
+        matching = matching.filter(groups__name=group)
     orders: dict[str, list[Any]] = {
         "name": ["name"],
         "age": [F("last_probe_at").asc(nulls_first=True), "name"],
@@ -67,6 +77,7 @@ def fleet_page(
         .in_bulk(ids)
     )
     hosts = [found[pk] for pk in ids if pk in found]  # (one removed meanwhile is left out)
+    hosts_group_ids_prefetch(hosts)  # each row's "Probe now" asks for the roles on its host
     now = timezone.now()
     wanted = set()
     for host in hosts:
@@ -155,10 +166,13 @@ def _summary_of(snapshot: StateSnapshot | None, now: Any) -> dict[str, Any]:
     return snapshot_summary(snapshot, state=_state_of(snapshot) if snapshot else None, now=now)
 
 
-def fleet_verdict_counts() -> dict[str, int]:
-    """How many hosts have each verdict (hosts never judged count as unknown)."""
-    counts = dict(HostHealth.objects.values_list("verdict").annotate(n=Count("host")).order_by())
-    counts["unknown"] = counts.get("unknown", 0) + Host.objects.filter(health=None).count()
+def fleet_verdict_counts(*, user: Any) -> dict[str, int]:
+    """How many of the hosts `user` sees have each verdict (hosts never judged count as
+    unknown)."""
+    judged = rows_visible(user, HostHealth.objects.all())
+    counts = dict(judged.values_list("verdict").annotate(n=Count("host")).order_by())
+    never = hosts_visible(user, Host.objects.filter(health=None)).count()
+    counts["unknown"] = counts.get("unknown", 0) + never
     return {v: counts.get(v, 0) for v in Verdict.values}
 
 

@@ -48,6 +48,7 @@ class HostSerializer(serializers.ModelSerializer):
     )
     host_key_status = serializers.ChoiceField(choices=HostKeyStatus.choices, read_only=True)
     latest_snapshot = serializers.SerializerMethodField()
+    groups = serializers.SerializerMethodField(help_text="The host groups it is in, by name.")
 
     class Meta:
         model = Host
@@ -62,6 +63,7 @@ class HostSerializer(serializers.ModelSerializer):
             "host_key_fingerprint",
             "presented_key_fingerprint",
             "labels",
+            "groups",
             "enabled",
             "probe_interval_seconds",
             "integrity_interval_seconds",
@@ -71,6 +73,10 @@ class HostSerializer(serializers.ModelSerializer):
             "latest_snapshot",
         ]
         read_only_fields = fields
+
+    def get_groups(self, host: Host) -> list[str]:
+        # The list prefetches every page's groups in one query; a single host reads its own.
+        return sorted(group.name for group in host.groups.all())
 
     @extend_schema_field(SnapshotBriefSerializer(allow_null=True))
     def get_latest_snapshot(self, host: Host) -> dict[str, Any] | None:
