@@ -15,6 +15,7 @@ from .approvals import (
     change_request_reject,
     change_request_reject_allowed,
 )
+from .diagnostics import gpu_diagnostic_allowed
 from .integrity import IntegrityFinding, latest_integrity
 from .preflight import (
     ChangeCheck,
@@ -26,7 +27,12 @@ from .preflight import (
     fit_check,
 )
 from .refusals import ChangeRefused
-from .requests import change_request_cancel, change_request_cancel_allowed, change_request_create
+from .requests import (
+    change_request_cancel,
+    change_request_cancel_allowed,
+    change_request_create,
+    change_request_create_allowed,
+)
 from .verdicts import host_health_update, hosts_health_update
 
 __all__ = [
@@ -45,11 +51,13 @@ __all__ = [
     "change_request_cancel",
     "change_request_cancel_allowed",
     "change_request_create",
+    "change_request_create_allowed",
     "change_request_reject",
     "change_request_reject_allowed",
     "change_review",
     "change_target_for",
     "fit_check",
+    "gpu_diagnostic_allowed",
     "host_health_update",
     "hosts_health_update",
     "latest_integrity",
