@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
+from controlplane.accounts.roles import Scope
 from controlplane.audit.models import AuditVerification
 from controlplane.audit.selectors import verification_latest
 from deployments.choices import ChangeStatus
@@ -46,14 +47,21 @@ class FleetMetrics:
     verification: AuditVerification | None
 
 
-def hosts_with_latest_snapshot_lean() -> list[HostRow]:
-    """Every host with its newest snapshot, in two queries, without the snapshots' raw output.
+def _seen(scope: Scope | None, field: str) -> Q:
+    """The hosts a scrape covers: every host for the scraper (no scope), a person's own."""
+    return Q() if scope is None else scope.host_q(field)
+
+
+def hosts_with_latest_snapshot_lean(scope: Scope | None = None) -> list[HostRow]:
+    """Every host (of `scope`) with its newest snapshot, in two queries, without the
+    snapshots' raw output.
 
     Only the columns a scrape reads: at 500 hosts the raw command output would be megabytes per
     scrape. With each host's stored health verdict.
     """
     rows = list(
-        Host.objects.annotate(latest_snapshot_id=newest_snapshot_id())
+        Host.objects.filter(_seen(scope, "pk"))
+        .annotate(latest_snapshot_id=newest_snapshot_id())
         .order_by("name")
         .values("id", "name", "enabled", "host_key_status", "latest_snapshot_id", "health__verdict")
     )
@@ -72,10 +80,12 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
     ]
 
 
-def probe_outcomes_since(since: dt.datetime) -> dict[tuple[int, str], int]:
+def probe_outcomes_since(
+    since: dt.datetime, scope: Scope | None = None
+) -> dict[tuple[int, str], int]:
     """Snapshots per host and status taken since `since` (a range scan on taken_at's index)."""
     counts = (
-        StateSnapshot.objects.filter(taken_at__gte=since)
+        StateSnapshot.objects.filter(_seen(scope, "host_id"), taken_at__gte=since)
         .values("host_id", "status")
         .annotate(n=Count("id"))
         .order_by()
@@ -83,10 +93,13 @@ def probe_outcomes_since(since: dt.datetime) -> dict[tuple[int, str], int]:
     return {(row["host_id"], row["status"]): row["n"] for row in counts}
 
 
-def change_counts() -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Any]]:
+def change_counts(
+    scope: Scope | None = None,
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Any]]:
     """Change requests by kind and status, with the oldest creation time of each group."""
     rows = (
-        ChangeRequest.objects.values("kind", "status")
+        ChangeRequest.objects.filter(_seen(scope, "host_id"))
+        .values("kind", "status")
         .annotate(n=Count("id"), oldest=Min("created_at"))
         .order_by()
     )
@@ -98,17 +111,19 @@ def change_counts() -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], A
     return counts, oldest
 
 
-def fleet_metrics(now: dt.datetime | None = None) -> FleetMetrics:
+def fleet_metrics(now: dt.datetime | None = None, scope: Scope | None = None) -> FleetMetrics:
+    """What one scrape shows: of every host for the scraper (no scope), of the hosts a
+    person's `scope` sees when they are signed in (counts included)."""
     now = now or timezone.now()
     window = settings.METRICS_PROBE_WINDOW_SECONDS
-    changes, oldest = change_counts()
+    changes, oldest = change_counts(scope)
     pending = ChangeStatus.PENDING_APPROVAL
     waiting = [when for (_, status), when in oldest.items() if status == pending]
     return FleetMetrics(
         now=now,
-        hosts=hosts_with_latest_snapshot_lean(),
+        hosts=hosts_with_latest_snapshot_lean(scope),
         probe_window_seconds=window,
-        probe_outcomes=probe_outcomes_since(now - dt.timedelta(seconds=window)),
+        probe_outcomes=probe_outcomes_since(now - dt.timedelta(seconds=window), scope),
         changes=changes,
         oldest_waiting=min(waiting) if waiting else None,
         verification=verification_latest(),
