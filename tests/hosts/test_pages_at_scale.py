@@ -318,7 +318,8 @@ def test_the_audit_history_of_one_host(client, viewer, django_assert_max_num_que
 def test_the_history_of_a_host_by_name_reads_an_index(client, viewer):
     """A host's name in the filter form (`?host=gpu-01`) walks the index on (host_label, seq):
     without it, PostgreSQL scanned the whole audit table for one host's page (bench/README)."""
-    query = events_filtered(filters=EventFilter(host="gpu-01")).order_by("-seq")[:51]
+    query = events_filtered(filters=EventFilter(host="gpu-01"), user=viewer)
+    query = query.order_by("-seq")[:51]
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         plan = query.explain()
