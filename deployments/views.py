@@ -182,9 +182,11 @@ def _decision(request: HttpRequest, pk: int) -> tuple[ChangeRequest, DecisionFor
     return change, DecisionForm(request.POST)
 
 
-def _decision_snapshot(form: DecisionForm) -> StateSnapshot:
-    """The snapshot an approval rests on (the form names it), or a refusal to probe first."""
-    snapshot = StateSnapshot.objects.filter(pk=form.cleaned_data.get("snapshot_id") or 0).first()
+def _decision_snapshot(request: HttpRequest, form: DecisionForm) -> StateSnapshot:
+    """The snapshot an approval rests on (the form names it; one of a host outside the user's
+    scope names none), or a refusal to probe first."""
+    snapshots = rows_visible(request.user, StateSnapshot.objects.all())
+    snapshot = snapshots.filter(pk=form.cleaned_data.get("snapshot_id") or 0).first()
     if snapshot is None:
         raise services.ChangeRefused(
             "Probe the host first: there is no snapshot to approve on.", code="stale"
@@ -227,7 +229,7 @@ def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
         return services.change_request_approve(
             change=change,
             approver=request.user,
-            snapshot=_decision_snapshot(form),
+            snapshot=_decision_snapshot(request, form),
             reason=form.cleaned_data.get("reason") or "",
         )
 
@@ -263,7 +265,7 @@ def change_break_glass(request: HttpRequest, pk: int) -> HttpResponse:
         return services.change_request_break_glass(
             change=change,
             admin=request.user,
-            snapshot=_decision_snapshot(form),
+            snapshot=_decision_snapshot(request, form),
             reason=form.cleaned_data.get("reason") or "",
         )
 
