@@ -41,6 +41,14 @@ class AuditAction(models.TextChoices):
     COHERENCE_CHECK_CREATED = "coherencecheck.created", "coherence check created"
     COHERENCE_CHECK_CHANGED = "coherencecheck.changed", "coherence check changed"
     COHERENCE_CHECK_DELETED = "coherencecheck.deleted", "coherence check deleted"
+    # host groups and where roles hold (RoleGrant changes are recorded as user.roles_changed)
+    HOST_GROUP_CREATED = "hostgroup.created", "host group created"
+    HOST_GROUP_CHANGED = "hostgroup.changed", "host group changed"
+    HOST_GROUP_DELETED = "hostgroup.deleted", "host group deleted"
+    HOST_GROUP_HOSTS_CHANGED = "hostgroup.hosts_changed", "host joined or left a group"
+    ROLE_MAPPING_CREATED = "grouprolemapping.created", "identity provider group mapped"
+    ROLE_MAPPING_CHANGED = "grouprolemapping.changed", "identity provider group mapping changed"
+    ROLE_MAPPING_DELETED = "grouprolemapping.deleted", "identity provider group mapping deleted"
     # hosts
     PROBE_COMPLETED = "probe.completed", "probe completed"
     HOST_KEY_PRESENTED = "host.key_presented", "host key presented"

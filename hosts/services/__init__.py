@@ -5,6 +5,7 @@ Each rule is a function here; the pages, the API, the command line and the tasks
 
 from .blobs import raw_store
 from .freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
+from .groups import host_group_join, host_group_leave
 from .journal import JournalUnavailable, host_journal
 from .permissions import (
     PROBE_ROLES,
@@ -35,6 +36,8 @@ __all__ = [
     "gpu_samples_record",
     "host_api_key",
     "host_create",
+    "host_group_join",
+    "host_group_leave",
     "host_journal",
     "host_key_accept",
     "host_probe",
