@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import copy
 import re
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +42,6 @@ from rest_framework.test import APIClient
 
 from controlplane.api import services as token_services
 from controlplane.audit.models import AuditEvent
-from controlplane.celery import app
 from controlplane.notifications import services as notification_services
 from controlplane.notifications.choices import EventType
 from deployments import services as change_services
@@ -343,21 +340,6 @@ def token_caller(persona: str, user: User) -> Caller:
     secret = token_services.token_create(user=user, name=f"matrix-{persona}").secret
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return Caller(persona, "token", client)
-
-
-@pytest.fixture
-def private_queue() -> Iterator[str]:
-    """A queued "Probe now" lands on a queue of this test's own, deleted afterwards: the real
-    broker takes it, and no worker anywhere runs it."""
-    queue = f"matrix-{uuid.uuid4().hex[:12]}"
-    previous = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-    try:
-        yield queue
-    finally:
-        app.conf.task_default_queue = previous
-        with app.connection_for_write() as conn:
-            conn.default_channel.queue_delete(queue)
 
 
 # --- judging one answer --------------------------------------------------------------------------
