@@ -117,6 +117,10 @@ def test_acting_inside_the_scope_needs_the_role_on_the_host(api_for, teams, scop
         "host": "gpu-01",
         "roles": ["approver"],
     }
+    # refused before the body is read: not a 400 for what it lacks
+    empty = tess.post(f"{API}/changes/{change.pk}/reject/", {}, format="json")
+    assert empty.status_code == 403 and empty.json()["host"] == "gpu-01"
+    assert tess.post(f"{API}/changes/{change.pk}/approve/", {}, format="json").status_code == 403
     probe = tess.post(f"{API}/hosts/gpu-01/snapshots/")
     assert probe.status_code == 403 and probe.json()["host"] == "gpu-01"
 

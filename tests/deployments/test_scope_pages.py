@@ -55,8 +55,10 @@ def test_a_change_or_deployment_outside_the_scope_is_not_found(
     client.force_login(scoped("ann", "operator", "team-a", "approver", "team-a"))
     hidden = changes["gpu-01"] if row == "change" else teams.deployments["gpu-01"]
     call = getattr(client, method)
-    assert call(reverse(name, args=[hidden.pk]), {"reason": "x"}).status_code == 404
-    assert call(reverse(name, args=[424242]), {"reason": "x"}).status_code == 404
+    got = call(reverse(name, args=[hidden.pk]), {"reason": "x"})
+    absent = call(reverse(name, args=[424242]), {"reason": "x"})
+    assert got.status_code == absent.status_code == 404
+    assert got.content == absent.content  # the same page: nothing says it exists
     assert ChangeRequest.objects.get(pk=changes["gpu-01"].pk).status == (
         ChangeStatus.PENDING_APPROVAL
     )
@@ -93,6 +95,9 @@ def test_deciding_needs_the_approver_role_on_the_changes_host(client, teams, cha
     )
     assert refused.status_code == 403
     assert "Approving a change needs the approver role on gpu-01." in refused.content.decode()
+    # refused before the form is even read: not "the form was not valid"
+    assert client.post(reverse("deployments:approve", args=[hidden.pk])).status_code == 403
+    assert client.post(reverse("deployments:reject", args=[hidden.pk])).status_code == 403
     mine = client.get(reverse("deployments:change", args=[changes["gpu-03"].pk])).content
     assert b"Approve</button>" in mine
     approved = client.post(
