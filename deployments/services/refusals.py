@@ -53,7 +53,7 @@ def require_role(
         return
     try:
         host_services.host_role_require(
-            user=user, host=host, roles=[role], action=action, missing=missing
+            user=user, host=host, roles=[role], doing=action, missing=missing
         )
     except host_services.HostRefused as exc:
         raise ChangeRefused(exc.message, code=exc.code, **exc.details) from exc

@@ -41,7 +41,7 @@ def host_journal(
     if user is not None:
         if not has_role(user, VIEWER):
             raise HostRefused("Reading a journal needs a role.", code="forbidden")
-        host_role_require(user=user, host=host, roles=[VIEWER], action="Reading a journal")
+        host_role_require(user=user, host=host, roles=[VIEWER], doing="Reading a journal")
     if not host.deployments.filter(unit=unit).exists():
         raise HostRefused(f"{unit} is not deployed on {host.name}.", code="not_found")
     try:

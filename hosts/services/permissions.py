@@ -29,19 +29,20 @@ def host_role_require(
     user: Any,
     host: Host,
     roles: Iterable[str],
-    action: str,
+    doing: str,
     missing: str = "No such host.",
 ) -> None:
     """`user` holds one of `roles` on `host`, or a refusal: not_found with `missing` when the
     host is outside the user's scope (exactly what a host that does not exist answers), and
-    forbidden naming the role and the host when the user sees the host without the role."""
+    forbidden naming the role and the host when the user sees the host without the role
+    ("`doing` needs the operator role on gpu-01.")."""
     wanted = tuple(roles)
     held = roles_on_host(user, host)
     if not held:
         raise HostRefused(missing, code="not_found")
     if held.isdisjoint(wanted):
         raise HostRefused(
-            f"{action} needs the {' or '.join(wanted)} role on {host.name}.",
+            f"{doing} needs the {' or '.join(wanted)} role on {host.name}.",
             code="forbidden",
             host=host.name,
             roles=list(wanted),
@@ -57,7 +58,7 @@ def user_may_probe(user: Any, host: Host | None = None) -> bool:
 
 def require_probe_permission(user: Any, host: Host | None = None) -> None:
     if host is not None:
-        host_role_require(user=user, host=host, roles=PROBE_ROLES, action="Probing")
+        host_role_require(user=user, host=host, roles=PROBE_ROLES, doing="Probing")
     elif not user_may_probe(user):
         raise HostRefused("Probing needs the operator or approver role.", code="forbidden")
 

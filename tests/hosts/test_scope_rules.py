@@ -20,18 +20,18 @@ def test_a_host_outside_the_scope_is_not_found_and_one_inside_without_the_role_f
 ):
     tess = scoped("tess", "operator", "team-a", "viewer", "prod")
     services.host_role_require(
-        user=tess, host=teams.hosts["gpu-03"], roles=["operator"], action="Probing"
+        user=tess, host=teams.hosts["gpu-03"], roles=["operator"], doing="Probing"
     )
     with pytest.raises(services.HostRefused) as refused:
         services.host_role_require(
-            user=tess, host=teams.hosts["gpu-01"], roles=["operator"], action="Probing"
+            user=tess, host=teams.hosts["gpu-01"], roles=["operator"], doing="Probing"
         )
     assert refused.value.code == "forbidden"
     assert refused.value.message == "Probing needs the operator role on gpu-01."
     only_a = scoped("ann", "operator", "team-a")
     with pytest.raises(services.HostRefused) as hidden:
         services.host_role_require(
-            user=only_a, host=teams.hosts["gpu-01"], roles=["operator"], action="Probing"
+            user=only_a, host=teams.hosts["gpu-01"], roles=["operator"], doing="Probing"
         )
     assert (hidden.value.code, hidden.value.message) == ("not_found", "No such host.")
 
