@@ -16,7 +16,8 @@ from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import OPERATOR, VIEWER
 from controlplane.audit.selectors import events_of_correlation
 from hosts import selectors as host_selectors
-from hosts.models import Host, StateSnapshot
+from hosts.models import StateSnapshot
+from hosts.scope import hosts_visible, rows_visible
 
 from . import kinds, selectors, services
 from .choices import FINAL_STATUSES, ChangeStatus
@@ -54,18 +55,27 @@ def _form_page(
     return render(request, template, {**facts, "form": form}, status=status)
 
 
-def _deployment(pk: int, kind: str) -> Deployment:
-    if kind not in kinds.KINDS:
+def _deployment(request: HttpRequest, pk: int, kind: str | None = None) -> Deployment:
+    """The deployment if the user sees its host (one outside their scope is a 404, as one that
+    does not exist); with a `kind`, the user must be able to request it there (403 naming the
+    role and the host)."""
+    if kind is not None and kind not in kinds.KINDS:
         raise Http404("unknown change kind")
-    return get_object_or_404(
-        Deployment.objects.select_related("host", "model", "current_revision"), pk=pk
+    deployment = get_object_or_404(
+        rows_visible(
+            request.user, Deployment.objects.select_related("host", "model", "current_revision")
+        ),
+        pk=pk,
     )
+    if kind is not None:
+        services.change_request_create_allowed(user=request.user, host=deployment.host)
+    return deployment
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @role_required(OPERATOR)
 def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
-    deployment = _deployment(pk, kind)
+    deployment = _deployment(request, pk, kind)
     snapshot = host_selectors.latest_snapshot(deployment.host)
     if request.method != "POST":
         initial: dict[str, object] = {"snapshot_id": snapshot.pk if snapshot else None}
@@ -76,7 +86,8 @@ def change_form(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     form = ChangeRequestForm(request.POST, kind=kind, deployment=deployment)
     if not form.is_valid():
         return _form_page(request, deployment, kind, form, snapshot, status=400)
-    chosen = StateSnapshot.objects.filter(pk=form.cleaned_data["snapshot_id"]).first()
+    snapshots = rows_visible(request.user, StateSnapshot.objects.all())
+    chosen = snapshots.filter(pk=form.cleaned_data["snapshot_id"]).first()
     if chosen is None:
         form.add_error(None, "That snapshot does not exist.")
         return _form_page(request, deployment, kind, form, snapshot, status=400)
@@ -103,7 +114,7 @@ def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
     the snapshot the form decides on (the host's latest if it names none of this host's).
     A POST, though it changes nothing: what is typed (engine arguments, environment) stays out
     of URLs, and so out of access logs and browser history."""
-    deployment = _deployment(pk, kind)
+    deployment = _deployment(request, pk, kind)
     form = ChangeRequestForm(request.POST, kind=kind, deployment=deployment)
     named = request.POST.get("snapshot_id", "")
     snapshot = (
@@ -120,7 +131,7 @@ def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
 @role_required(VIEWER)
 def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
     try:
-        change = selectors.change_for_page(pk)
+        change = selectors.change_for_page(pk, user=request.user)
     except ChangeRequest.DoesNotExist as exc:
         raise Http404("no such change") from exc
     finished = change.status in FINAL_STATUSES
@@ -151,9 +162,7 @@ def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(VIEWER)
 def revisions(request: HttpRequest, pk: int) -> HttpResponse:
     """Every revision of a deployment side by side; `?a=1&b=3` diffs two unit files."""
-    deployment = get_object_or_404(
-        Deployment.objects.select_related("host", "model", "current_revision"), pk=pk
-    )
+    deployment = _deployment(request, pk)
     numbers = [_number(request.GET.get(key)) for key in ("a", "b")]
     found = comparison.revision_comparison(deployment, diff_from=numbers[0], diff_to=numbers[1])
     return render(
@@ -166,15 +175,20 @@ def _number(value: str | None) -> int | None:
 
 
 def _decision(request: HttpRequest, pk: int) -> tuple[ChangeRequest, DecisionForm]:
-    return (
-        get_object_or_404(ChangeRequest.objects.select_related("host"), pk=pk),
-        DecisionForm(request.POST),
+    """The change, if the user sees its host (a 404 otherwise, as for a change that does not
+    exist), and the decision's form. Each view asks its service's check first without the
+    host (the role anywhere, before anything is read), then on the change's host (403)."""
+    change = get_object_or_404(
+        rows_visible(request.user, ChangeRequest.objects.select_related("host")), pk=pk
     )
+    return change, DecisionForm(request.POST)
 
 
-def _decision_snapshot(form: DecisionForm) -> StateSnapshot:
-    """The snapshot an approval rests on (the form names it), or a refusal to probe first."""
-    snapshot = StateSnapshot.objects.filter(pk=form.cleaned_data.get("snapshot_id") or 0).first()
+def _decision_snapshot(request: HttpRequest, form: DecisionForm) -> StateSnapshot:
+    """The snapshot an approval rests on (the form names it; one of a host outside the user's
+    scope names none), or a refusal to probe first."""
+    snapshots = rows_visible(request.user, StateSnapshot.objects.all())
+    snapshot = snapshots.filter(pk=form.cleaned_data.get("snapshot_id") or 0).first()
     if snapshot is None:
         raise services.ChangeRefused(
             "Probe the host first: there is no snapshot to approve on.", code="stale"
@@ -188,7 +202,7 @@ def _decided(request: HttpRequest, pk: int, decide: Callable[[], ChangeRequest])
     try:
         change = decide()
     except services.ChangeRefused as exc:
-        if exc.code == "forbidden":
+        if exc.code in ("forbidden", "not_found"):
             raise
         messages.error(request, exc.message)
         return redirect("deployments:change", pk=pk)
@@ -207,8 +221,9 @@ def _invalid(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(VIEWER)
 def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    change, form = _decision(request, pk)
     services.change_request_approve_allowed(user=request.user)
+    change, form = _decision(request, pk)
+    services.change_request_approve_allowed(user=request.user, host=change.host)
     if not form.is_valid():
         return _invalid(request, pk)
 
@@ -216,7 +231,7 @@ def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
         return services.change_request_approve(
             change=change,
             approver=request.user,
-            snapshot=_decision_snapshot(form),
+            snapshot=_decision_snapshot(request, form),
             reason=form.cleaned_data.get("reason") or "",
         )
 
@@ -226,8 +241,9 @@ def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(VIEWER)
 def change_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    change, form = _decision(request, pk)
     services.change_request_reject_allowed(user=request.user)
+    change, form = _decision(request, pk)
+    services.change_request_reject_allowed(user=request.user, host=change.host)
     if not form.is_valid():
         return _invalid(request, pk)
 
@@ -241,8 +257,9 @@ def change_reject(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(VIEWER)
 def change_break_glass(request: HttpRequest, pk: int) -> HttpResponse:
-    change, form = _decision(request, pk)
     services.change_request_break_glass_allowed(user=request.user)
+    change, form = _decision(request, pk)
+    services.change_request_break_glass_allowed(user=request.user, host=change.host)
     if not form.is_valid():
         return _invalid(request, pk)
 
@@ -250,7 +267,7 @@ def change_break_glass(request: HttpRequest, pk: int) -> HttpResponse:
         return services.change_request_break_glass(
             change=change,
             admin=request.user,
-            snapshot=_decision_snapshot(form),
+            snapshot=_decision_snapshot(request, form),
             reason=form.cleaned_data.get("reason") or "",
         )
 
@@ -274,7 +291,7 @@ def change_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def approvals(request: HttpRequest) -> HttpResponse:
-    page, page_note = selectors.approvals_page(page=request.GET.get("page"))
+    page, page_note = selectors.approvals_page(user=request.user, page=request.GET.get("page"))
     return render(
         request,
         "deployments/approvals.html",
@@ -285,21 +302,25 @@ def approvals(request: HttpRequest) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def change_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "deployments/change_list.html", {"changes": selectors.recent_changes()})
+    return render(
+        request,
+        "deployments/change_list.html",
+        {"changes": selectors.recent_changes(user=request.user)},
+    )
 
 
 @require_POST
 @role_required(OPERATOR)
 def gpu_diagnostic(request: HttpRequest, name: str) -> HttpResponse:
     """Queue DCGM's diagnostic on a host (the level from the form); back to the host page."""
-    host = get_object_or_404(Host, name=name)
+    host = get_object_or_404(hosts_visible(request.user), name=name)
     level = request.POST.get("level", "")
     try:
         diagnostics.gpu_diagnostic_request(
             host=host, level=int(level) if level.isdigit() else -1, user=request.user
         )
     except services.ChangeRefused as exc:
-        if exc.code == "forbidden":
+        if exc.code in ("forbidden", "not_found"):
             raise
         messages.error(request, exc.message)
     else:

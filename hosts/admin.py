@@ -56,8 +56,9 @@ class HostAdmin(admin.ModelAdmin):
         "enabled",
         "last_probe_at",
     )
-    list_filter = ("enabled", "host_key_status")
-    search_fields = ("name", "address")
+    # Which groups a host is in is kept on the host group's page (its hosts), audited per host.
+    list_filter = ("enabled", "host_key_status", "groups")
+    search_fields = ("name", "address", "groups__name")
     readonly_fields = (
         "host_key",
         "host_key_status",

@@ -7,6 +7,8 @@ import datetime as dt
 from django import forms
 from django.utils import timezone
 
+from controlplane.accounts.models import validate_host_group_name
+
 from .choices import Verdict
 
 SORTS = {"verdict": "worst first", "name": "name", "age": "oldest snapshot first"}
@@ -17,6 +19,9 @@ class FleetFilterForm(forms.Form):
 
     verdict = forms.ChoiceField(choices=[("", "any verdict"), *Verdict.choices], required=False)
     q = forms.CharField(required=False, max_length=63, label="host name contains")
+    group = forms.CharField(
+        required=False, max_length=63, label="host group", validators=[validate_host_group_name]
+    )
     sort = forms.ChoiceField(choices=list(SORTS.items()), required=False)
     maintenance = forms.ChoiceField(
         choices=[("", "either"), ("yes", "in maintenance"), ("no", "not in maintenance")],

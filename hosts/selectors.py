@@ -19,6 +19,7 @@ from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact
 from .choices import SnapshotStatus, Verdict
 from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
+from .scope import hosts_group_ids_prefetch, hosts_visible, rows_visible
 from .state import DeploymentState, GpuState, HostState, Problem
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
@@ -37,18 +38,21 @@ class FleetRow:
 
 def fleet_page(
     *,
+    user: Any,
     verdict: str = "",
     q: str = "",
+    group: str = "",
     sort: str = "verdict",
     page: str | None = None,
     maintenance: str = "",
 ) -> tuple[Page[Any], list[FleetRow], str]:
-    """One page of the fleet with each host's stored verdict and newest snapshot, in a fixed
-    number of queries whatever the fleet's size, and a note when `page` was not a page of it.
+    """One page of the hosts `user` sees with each one's stored verdict and newest snapshot,
+    in a fixed number of queries whatever the fleet's size, and a note when `page` was not a
+    page of it. `group` keeps the hosts of one host group (by name).
 
     Each row reads only the parts of its snapshots' state that it shows (ROW_STATE_KEYS): at
     50 rows a page, decoding whole snapshots was most of the page's cost."""
-    matching = Host.objects.all()
+    matching = hosts_visible(user)
     if verdict:
         matching = matching.filter(health__verdict=verdict)
     if q:
@@ -56,6 +60,8 @@ def fleet_page(
     if maintenance:  # "yes": only hosts in maintenance now, "no": only the others
         in_maintenance = Q(maintenance_until__gt=timezone.now())
         matching = matching.filter(in_maintenance if maintenance == "yes" else ~in_maintenance)
+    if group:
+        matching = matching.filter(groups__name=group)
     orders: dict[str, list[Any]] = {
         "name": ["name"],
         "age": [F("last_probe_at").asc(nulls_first=True), "name"],
@@ -75,6 +81,7 @@ def fleet_page(
         .in_bulk(ids)
     )
     hosts = [found[pk] for pk in ids if pk in found]  # (one removed meanwhile is left out)
+    hosts_group_ids_prefetch(hosts)  # each row's "Probe now" asks for the roles on its host
     now = timezone.now()
     wanted = set()
     for host in hosts:
@@ -163,17 +170,19 @@ def _summary_of(snapshot: StateSnapshot | None, now: Any) -> dict[str, Any]:
     return snapshot_summary(snapshot, state=_state_of(snapshot) if snapshot else None, now=now)
 
 
-def fleet_verdict_counts() -> dict[str, int]:
-    """How many hosts have each verdict (hosts never judged count as unknown)."""
-    counts = dict(HostHealth.objects.values_list("verdict").annotate(n=Count("host")).order_by())
-    counts["unknown"] = counts.get("unknown", 0) + Host.objects.filter(health=None).count()
+def fleet_verdict_counts(*, user: Any) -> dict[str, int]:
+    """How many of the hosts `user` sees have each verdict (hosts never judged count as
+    unknown)."""
+    judged = rows_visible(user, HostHealth.objects.all())
+    counts = dict(judged.values_list("verdict").annotate(n=Count("host")).order_by())
+    never = hosts_visible(user, Host.objects.filter(health=None)).count()
+    counts["unknown"] = counts.get("unknown", 0) + never
     return {v: counts.get(v, 0) for v in Verdict.values}
 
 
-def fleet_maintenance_count(hosts: QuerySet[Host] | None = None) -> int:
-    """How many of `hosts` (every host by default) are in maintenance now."""
-    hosts = Host.objects.all() if hosts is None else hosts
-    return hosts.filter(maintenance_until__gt=timezone.now()).count()
+def fleet_maintenance_count(*, user: Any) -> int:
+    """How many of the hosts `user` sees are in maintenance now."""
+    return hosts_visible(user).filter(maintenance_until__gt=timezone.now()).count()
 
 
 def newest_snapshot_id(**filters: Any) -> Subquery:

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
@@ -20,6 +21,13 @@ from . import charts, selectors, services
 from .choices import HostKeyStatus
 from .forms import FleetFilterForm
 from .models import Host, StateSnapshot
+from .scope import host_groups_of, host_groups_shown, hosts_visible, rows_visible
+
+
+def _host(request: HttpRequest, name: str, hosts: QuerySet[Host] | None = None) -> Host:
+    """The host named `name` if the user sees it: one outside their scope is a 404, exactly
+    as one that does not exist."""
+    return get_object_or_404(hosts_visible(request.user, hosts), name=name)
 
 
 def _row_context(
@@ -42,8 +50,10 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
     form.is_valid()  # a filter that does not parse is left out; the others still apply
     filters = form.cleaned_data
     page, rows, page_note = selectors.fleet_page(
+        user=request.user,
         verdict=filters.get("verdict") or "",
         q=filters.get("q") or "",
+        group=filters.get("group") or "",
         sort=filters.get("sort") or "verdict",
         page=request.GET.get("page"),
         maintenance=filters.get("maintenance") or "",
@@ -57,8 +67,9 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
         "rows": rows,
         "query": query.urlencode(),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
-        "verdicts": selectors.fleet_verdict_counts() if whole_page else {},
-        "in_maintenance": selectors.fleet_maintenance_count() if whole_page else 0,
+        "verdicts": selectors.fleet_verdict_counts(user=request.user) if whole_page else {},
+        "groups": host_groups_shown(user=request.user) if whole_page else [],
+        "in_maintenance": selectors.fleet_maintenance_count(user=request.user) if whole_page else 0,
     }
 
 
@@ -81,7 +92,7 @@ def dashboard_rows(request: HttpRequest) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def host_detail(request: HttpRequest, name: str) -> HttpResponse:
-    host = get_object_or_404(Host.objects.select_related("credential", "health"), name=name)
+    host = _host(request, name, Host.objects.select_related("credential", "health"))
     snapshot = selectors.latest_snapshot(host)
     context = _row_context(host, snapshot)
     context.update(
@@ -93,6 +104,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
         integrity_snapshot=selectors.latest_integrity_snapshot(host),
         diagnostic=selectors.gpu_diagnostic_shown(host),
         timeline_events=audit_selectors.host_timeline(host.pk),
+        groups=host_groups_of(host),
     )
     return render(request, "hosts/host_detail.html", context)
 
@@ -101,7 +113,7 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(VIEWER)
 def unit_journal(request: HttpRequest, name: str, unit: str) -> HttpResponse:
     """The newest lines of a unit's journal, read on demand over SSH (read-only, audited)."""
-    host = get_object_or_404(Host, name=name)
+    host = _host(request, name)
     try:
         lines = services.host_journal(host=host, unit=unit, user=request.user)
         error = ""
@@ -116,8 +128,8 @@ def unit_journal(request: HttpRequest, name: str, unit: str) -> HttpResponse:
 @require_POST
 @role_required(VIEWER)
 def probe_now(request: HttpRequest, name: str) -> HttpResponse:
-    services.require_probe_permission(request.user)
-    host = get_object_or_404(Host, name=name)
+    services.require_probe_permission(request.user)  # the first gate, before any input
+    host = _host(request, name)
     integrity = request.POST.get("integrity") == "1"
     previous = selectors.latest_snapshot(host)
     try:
@@ -137,7 +149,7 @@ def probe_now(request: HttpRequest, name: str) -> HttpResponse:
 @role_required(VIEWER)
 def probe_status(request: HttpRequest, name: str) -> HttpResponse:
     """Polled while a probe runs; answers 286 (stop polling) with fresh content when done."""
-    host = get_object_or_404(Host, name=name)
+    host = _host(request, name)
     after = request.GET.get("after", "")
     latest = selectors.latest_snapshot(host)
     done = latest is not None and (not after.isdigit() or latest.pk > int(after))
@@ -171,7 +183,7 @@ def _probe_fragment(
 @require_POST
 @role_required(VIEWER)
 def accept_host_key(request: HttpRequest, name: str) -> HttpResponse:
-    host = get_object_or_404(Host, name=name)
+    host = _host(request, name)
     try:
         host = services.host_key_accept(
             host=host,
@@ -191,7 +203,9 @@ def accept_host_key(request: HttpRequest, name: str) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    snapshot = get_object_or_404(StateSnapshot.objects.select_related("host"), pk=pk)
+    snapshot = get_object_or_404(
+        rows_visible(request.user, StateSnapshot.objects.select_related("host")), pk=pk
+    )
     return render(
         request,
         "hosts/snapshot_detail.html",
@@ -210,7 +224,7 @@ def snapshot_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(VIEWER)
 def gpu_series(request: HttpRequest, name: str) -> HttpResponse:
     """Per-GPU history for the host page's charts (static/js/gpu-charts.js fetches it)."""
-    host = get_object_or_404(Host, name=name)
+    host = _host(request, name)
     try:
         data = charts.gpu_chart_series(host, request.GET.get("window", charts.DEFAULT_WINDOW))
     except charts.UnknownWindow as exc:

@@ -17,6 +17,7 @@ from controlplane.htmx import is_partial
 from . import services
 from .forms import MaintenanceForm
 from .models import Host
+from .scope import hosts_visible
 from .services.maintenance import require_maintain_permission
 
 CARD = "hosts/partials/maintenance.html"
@@ -63,7 +64,7 @@ def _answer(request: HttpRequest, host: Host, status: int = 200, **card: Any) ->
 def maintenance(request: HttpRequest, name: str) -> HttpResponse:
     """GET: the maintenance card on a page of its own. POST: enter maintenance, or change the
     reason and end time of the one the host is in."""
-    host = get_object_or_404(Host, name=name)
+    host = get_object_or_404(hosts_visible(request.user), name=name)
     if request.method != "POST":
         return render(request, "hosts/maintenance.html", maintenance_card(request.user, host))
     require_maintain_permission(request.user, host)  # a 403 before the input is read
@@ -97,7 +98,7 @@ def maintenance(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @role_required(VIEWER)
 def maintenance_leave(request: HttpRequest, name: str) -> HttpResponse:
-    host = get_object_or_404(Host, name=name)
+    host = get_object_or_404(hosts_visible(request.user), name=name)
     try:
         host = services.host_maintenance_leave(host=host, user=request.user)
     except services.HostRefused as exc:

@@ -14,7 +14,7 @@ from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 from controlplane.accounts.roles import APPROVER, OPERATOR, VIEWER, ensure_role_groups
 
-pytest_plugins = ["tests.fleet", "tests.workers", "tests.oidc.provider"]
+pytest_plugins = ["tests.fleet", "tests.workers", "tests.oidc.provider", "tests.scope"]
 
 PASSWORD = "correct-horse-battery-staple"
 

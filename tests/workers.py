@@ -124,3 +124,18 @@ def celery_worker(transactional_db: None, tmp_path: Path) -> Iterator[WorkerProc
     """A worker consuming a private queue; tasks sent from the test go to that queue."""
     with private_worker(f"test-{uuid.uuid4().hex[:12]}", tmp_path / "worker.log") as worker:
         yield worker
+
+
+@pytest.fixture
+def private_queue() -> Iterator[str]:
+    """A queued "Probe now" lands on a queue of this test's own, deleted afterwards: the real
+    broker takes it, and no worker anywhere runs it."""
+    queue = f"parked-{uuid.uuid4().hex[:12]}"
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    try:
+        yield queue
+    finally:
+        app.conf.task_default_queue = previous
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(queue)

@@ -72,6 +72,12 @@ class Scope:
         members = HostGroup.hosts.through.objects.filter(hostgroup_id__in=ids).values("host_id")
         return Q(**{f"{field}__in": Subquery(members)})
 
+    def host_or_none_q(self, field: str = "host_id") -> Q:
+        """host_q for rows that may name no host (audit events, webhook deliveries): those
+        about a host this scope does not see are left out, those about no host stay."""
+        seen = self.host_q(field)
+        return seen if not seen else Q(**{f"{field}__isnull": True}) | seen
+
 
 def _with_viewer(roles: set[str]) -> frozenset[str]:
     return frozenset(roles | {VIEWER}) if roles else frozenset()

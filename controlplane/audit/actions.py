@@ -52,6 +52,11 @@ class AuditAction(models.TextChoices):
     DRAIN_HOOK_CREATED = "drainhook.created", "drain hook created"
     DRAIN_HOOK_CHANGED = "drainhook.changed", "drain hook changed"
     DRAIN_HOOK_DELETED = "drainhook.deleted", "drain hook deleted"
+    # host groups and where roles hold (RoleGrant changes are recorded as user.roles_changed)
+    HOST_GROUP_CREATED = "hostgroup.created", "host group created"
+    HOST_GROUP_CHANGED = "hostgroup.changed", "host group changed"
+    HOST_GROUP_DELETED = "hostgroup.deleted", "host group deleted"
+    HOST_GROUP_HOSTS_CHANGED = "hostgroup.hosts_changed", "host joined or left a group"
     # hosts
     PROBE_COMPLETED = "probe.completed", "probe completed"
     HOST_KEY_PRESENTED = "host.key_presented", "host key presented"

@@ -89,6 +89,27 @@ class AuditEvent(models.Model):
         raise AuditLogIsAppendOnly("audit events cannot be deleted")
 
 
+class AuditEventHost(models.Model):
+    """A host an event concerns besides the one in its `host_id`: a rollout's events name every
+    host of the rollout. Not part of the chain (an index of what the event already says, as
+    `host_id` is), written in the event's transaction; the log's scope reads it, so an event
+    naming a host outside a person's groups is left out wherever they look."""
+
+    # The event's seq and the host's id, without foreign keys: like host_id on the event, so
+    # that hosts may be deleted, and so that nothing refers into the append-only table (its
+    # triggers, and tampering tests' TRUNCATE, meet no constraint of another table).
+    seq = models.BigIntegerField()
+    host_id = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["seq", "host_id"], name="audit_event_host_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} names host {self.host_id}"
+
+
 class AuditChainHead(models.Model):
     """The single row every append locks: it serialises writers so the chain never forks."""
 

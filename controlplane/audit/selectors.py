@@ -3,6 +3,10 @@ host's timeline, exports, and the latest verification and checkpoint.
 
 Nothing here counts rows: at a million events COUNT(*) alone would blow the page budget, so
 pages are "the next N by seq" and the UI offers older/newer instead of page numbers.
+
+Every read for a person takes the `user` it is for: an event naming a host outside their scope
+(controlplane.accounts.roles) is left out everywhere, as if it did not exist; an event about no
+host (a sign-in, a webhook's change) stays, as before host groups.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db import connections
-from django.db.models import ExpressionWrapper, Q, QuerySet, TextField
+from django.db.models import Exists, ExpressionWrapper, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
+
+from controlplane.accounts.models import HostGroup
+from controlplane.accounts.roles import user_scope
 
 from . import checkpoints
 from .chain import ROW_COLUMNS, canonical_json
 from .chain_walk import created_iso_sql
-from .models import AuditEvent, AuditVerification
+from .models import AuditEvent, AuditEventHost, AuditVerification
 
 PAGE_SIZE = 50
 STORY_LIMIT = 200
@@ -90,8 +97,35 @@ def _target_q(value: str) -> Q:
     return Q(target_label__icontains=value)
 
 
-def events_filtered(*, filters: EventFilter) -> QuerySet[AuditEvent]:
-    qs = AuditEvent.objects.all()
+def events_in_scope(events: QuerySet[AuditEvent], *, user: Any) -> QuerySet[AuditEvent]:
+    """`events` without those about a host `user` does not see: its own host, or any of the
+    further hosts it names (AuditEventHost: a rollout's). Events about no host stay."""
+    return events.filter(event_scope_q(user=user, seq_field="seq"))
+
+
+def event_scope_q(*, user: Any, seq_field: str, host_field: str = "host_id") -> Q:
+    """The filter events_in_scope applies, for any rows that copy an event's host and seq
+    (webhook deliveries too)."""
+    scope = user_scope(user)
+    seen = scope.host_q(host_field)
+    if not seen:  # every host
+        return seen
+    unseen = AuditEventHost.objects.filter(seq=OuterRef(seq_field)).exclude(
+        scope.host_q("host_id")
+    )
+    return Q(seen | Q(**{f"{host_field}__isnull": True}), ~Exists(unseen))
+
+
+def host_in_scope(*, host_id: int, user: Any) -> bool:
+    """Whether `user` sees the host with this id (the audit log knows hosts by id only)."""
+    hosts_seen = user_scope(user).host_q("host_id")
+    if not hosts_seen:
+        return True
+    return HostGroup.hosts.through.objects.filter(hosts_seen, host_id=host_id).exists()
+
+
+def events_filtered(*, filters: EventFilter, user: Any) -> QuerySet[AuditEvent]:
+    qs = events_in_scope(AuditEvent.objects.all(), user=user)
     if filters.actor:
         qs = qs.filter(actor=filters.actor)
     if filters.action:
@@ -150,13 +184,14 @@ class EventPage:
 def events_page(
     *,
     filters: EventFilter,
+    user: Any,
     before: int | None = None,
     after: int | None = None,
     size: int = PAGE_SIZE,
 ) -> EventPage:
     """One page of matching events, newest first, by keyset on seq: each page is an index range
     scan however deep it is. Fetches one extra row to know whether there is more."""
-    qs = events_filtered(filters=filters).defer("user_agent", "prev_hash", "hash")
+    qs = events_filtered(filters=filters, user=user).defer("user_agent", "prev_hash", "hash")
     if after is not None:
         rows = list(qs.filter(seq__gt=after).order_by("seq")[: size + 1])
         more_newer = len(rows) > size
@@ -177,16 +212,18 @@ def events_page(
     )
 
 
-def event_get(*, seq: int) -> AuditEvent | None:
-    return AuditEvent.objects.filter(seq=seq).first()
+def event_get(*, seq: int, user: Any) -> AuditEvent | None:
+    return events_in_scope(AuditEvent.objects.filter(seq=seq), user=user).first()
 
 
-def event_story(*, event: AuditEvent, limit: int = STORY_LIMIT) -> list[AuditEvent]:
-    """Every event of the same request, command or change (same correlation id), in order."""
+def event_story(*, event: AuditEvent, user: Any, limit: int = STORY_LIMIT) -> list[AuditEvent]:
+    """Every event of the same request, command or change (same correlation id) that `user`
+    may see, in order."""
     if not event.correlation_id:
         return [event]
     return list(
-        AuditEvent.objects.filter(correlation_id=event.correlation_id)
+        events_in_scope(AuditEvent.objects.all(), user=user)
+        .filter(correlation_id=event.correlation_id)
         .defer("data", "user_agent", "prev_hash", "hash")
         .order_by("seq")[:limit]
     )
@@ -264,7 +301,7 @@ def checkpoint_latest() -> checkpoints.Checkpoint | None:
 
 
 def events_export_rows(
-    *, filters: EventFilter, batch_size: int = 5000
+    *, filters: EventFilter, user: Any, batch_size: int = 5000
 ) -> Iterator[tuple[Any, ...]]:
     """Matching events oldest first, as rows in ROW_COLUMNS order (created_at as ISO text, data
     as its stored JSON text), fetched in keyset batches so memory stays flat."""
@@ -278,7 +315,7 @@ def events_export_rows(
     column = '"audit_auditevent"."created_at"'
     created_iso = RawSQL(created_iso_sql(vendor, column), ())  # noqa: S611 (constant SQL)
     qs = (
-        events_filtered(filters=filters)
+        events_filtered(filters=filters, user=user)
         .annotate(
             created_iso=ExpressionWrapper(created_iso, output_field=TextField()),
             data_text=Cast("data", TextField()),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -18,7 +19,7 @@ from controlplane.redaction import redact_text
 
 from . import checkpoints, context, signals
 from .chain import GENESIS_HASH, event_hash, normalize_ip
-from .models import AuditChainHead, AuditEvent, AuditVerification
+from .models import AuditChainHead, AuditEvent, AuditEventHost, AuditVerification
 from .streaming import dispatch as stream_dispatch
 from .verification import VerificationResult, chain_verify
 
@@ -203,24 +204,27 @@ def record(
     data: dict[str, Any] | None = None,
     request: Any = None,
     correlation_id: str | None = None,
+    hosts: Iterable[int] = (),
 ) -> AuditEvent:
     """Append one event inside the caller's transaction (or a new one).
 
     If the caller's transaction rolls back, the event goes with it; if it commits, so does the
-    event. The chain head row is locked until then, which serialises writers.
+    event. The chain head row is locked until then, which serialises writers. `hosts` are the
+    ids of further hosts the event concerns (a rollout's), for the log's scope.
     """
-    return _append(
+    return record_many(
         [
-            _event_fields(
-                action=action,
-                actor=actor,
-                target=target,
-                host=host,
-                snapshot=snapshot,
-                data=data,
-                request=request,
-                correlation_id=correlation_id,
-            )
+            {
+                "action": action,
+                "actor": actor,
+                "target": target,
+                "host": host,
+                "snapshot": snapshot,
+                "data": data,
+                "request": request,
+                "correlation_id": correlation_id,
+                "hosts": hosts,
+            }
         ]
     )[0]
 
@@ -230,7 +234,15 @@ def record_many(entries: list[dict[str, Any]]) -> list[AuditEvent]:
     insert: for a probe round, whose hundreds of events would otherwise queue on the lock."""
     if not entries:
         return []
-    return _append([_event_fields(**entry) for entry in entries])
+    named = [sorted(set(entry.pop("hosts", None) or ())) for entry in entries]
+    with transaction.atomic():
+        events = _append([_event_fields(**entry) for entry in entries])
+        AuditEventHost.objects.bulk_create(
+            AuditEventHost(seq=event.seq, host_id=host_id)
+            for event, host_ids in zip(events, named, strict=True)
+            for host_id in host_ids
+        )
+    return events
 
 
 def _text(value: str, limit: int) -> str:

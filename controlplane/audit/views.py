@@ -1,5 +1,6 @@
 """The audit log's pages: history, one event, a host's timeline, exports. Read-only for every
-role: there is no view here that writes, and every view answers GET and HEAD only."""
+role: there is no view here that writes, and every view answers GET and HEAD only. Each shows
+only the events a person's scope allows (controlplane.audit.selectors)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,10 @@ def history(request: HttpRequest) -> HttpResponse:
     page = None
     if filters is not None:
         page = selectors.events_page(
-            filters=filters, before=_cursor(request, "before"), after=_cursor(request, "after")
+            filters=filters,
+            user=request.user,
+            before=_cursor(request, "before"),
+            after=_cursor(request, "after"),
         )
     context: dict[str, Any] = {
         "form": form,
@@ -73,10 +77,10 @@ def history(request: HttpRequest) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def event_detail(request: HttpRequest, seq: int) -> HttpResponse:
-    event = selectors.event_get(seq=seq)
+    event = selectors.event_get(seq=seq, user=request.user)
     if event is None:
         raise Http404("No such audit event.")
-    story = selectors.event_story(event=event)
+    story = selectors.event_story(event=event, user=request.user)
     return render(
         request,
         "audit/event_detail.html",
@@ -93,7 +97,10 @@ def event_detail(request: HttpRequest, seq: int) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def host_timeline(request: HttpRequest, host_id: int) -> HttpResponse:
-    """The host page's timeline on its own, for htmx to load or refresh."""
+    """The host page's timeline on its own, for htmx to load or refresh; a host outside the
+    user's scope is not found."""
+    if not selectors.host_in_scope(host_id=host_id, user=request.user):
+        raise Http404("No such host.")
     return render(
         request,
         "audit/partials/host_timeline.html",
@@ -108,7 +115,7 @@ def _export(request: HttpRequest, kind: str) -> HttpResponseBase:
     form, filters = _filters(request)
     if filters is None:
         return HttpResponse("Invalid filter: " + form.errors.as_text(), status=400)
-    rows = selectors.events_export_rows(filters=filters)
+    rows = selectors.events_export_rows(filters=filters, user=request.user)
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     if kind == "csv":
         body: Iterator[str] = export.csv_lines(rows)

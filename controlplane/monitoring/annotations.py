@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
+from controlplane.accounts.roles import Scope
+
 from .change_events import change_families
 
 
@@ -32,7 +34,9 @@ class EventSource:
 
     name: str  # the dashboard annotation's name
     family: str  # the gauge holding each event's Unix time
-    collect: Callable[[dt.datetime], Iterable[Metric]]  # reads; its families, this one included
+    # reads (now, and the scope of a person signed in: None for the scraper, every host);
+    # its families, this one included
+    collect: Callable[[dt.datetime, Scope | None], Iterable[Metric]]
     title: str  # Grafana's titleFormat, over the family's labels
     text: str  # textFormat
     tags: str  # tagKeys

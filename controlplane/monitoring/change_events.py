@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from django.conf import settings
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from controlplane.accounts.roles import Scope
 from deployments.choices import ChangeStatus
 from deployments.models import ChangeRequest
 
@@ -26,10 +27,12 @@ EVENT_LABELS = ["change", "host", "unit", "kind", "event", "outcome", "model", "
 JOB_LABELS = ["change", "host", "unit", "kind"]
 
 
-def change_families(now: dt.datetime) -> Iterator[Metric]:
+def change_families(now: dt.datetime, scope: Scope | None = None) -> Iterator[Metric]:
     window = settings.METRICS_CHANGE_WINDOW_SECONDS
     changes = selectors.change_activity(
-        since=now - dt.timedelta(seconds=window), limit=settings.METRICS_CHANGE_EVENTS_MAX
+        since=now - dt.timedelta(seconds=window),
+        limit=settings.METRICS_CHANGE_EVENTS_MAX,
+        scope=scope,
     )
     events = GaugeMetricFamily(
         "controlplane_change_event_timestamp_seconds",

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from controlplane.accounts.roles import Scope
 from deployments.choices import ChangeKind, ChangeStatus
 from hosts.choices import HostKeyStatus, SnapshotStatus, Verdict
 from hosts.state import ServerState
@@ -51,7 +52,11 @@ def _number(value: Any) -> float | None:
 
 
 class ControlPlaneCollector:
-    """Everything the control plane knows, as gauges, rebuilt from the database per scrape."""
+    """Everything the control plane knows, as gauges, rebuilt from the database per scrape: of
+    every host, or of the hosts one person's `scope` sees."""
+
+    def __init__(self, scope: Scope | None = None) -> None:
+        self.scope = scope
 
     def describe(self) -> list[Metric]:
         # Registering must not query the database (it happens at import time).
@@ -59,12 +64,12 @@ class ControlPlaneCollector:
 
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
-        data = selectors.fleet_metrics()
+        data = selectors.fleet_metrics(scope=self.scope)
         yield from self._host_families(data)
         yield from self._fleet_families(data)
-        yield from evaluation_families(selectors.exposed_evaluations())
+        yield from evaluation_families(selectors.exposed_evaluations(self.scope))
         for source in EVENT_SOURCES:
-            yield from source.collect(data.now)
+            yield from source.collect(data.now, self.scope)
         took = _gauge("metrics_collect_seconds", "Time this scrape spent reading the database.")
         took.add_metric([], time.perf_counter() - started)
         yield took
@@ -269,7 +274,15 @@ def _model_roots(server: ServerState) -> list[tuple[str, str]]:
 
 @cache
 def registry() -> CollectorRegistry:
-    """One registry per process holding only the control plane's collector."""
+    """One registry per process holding only the control plane's collector, of every host:
+    what a scraper with METRICS_TOKEN reads."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(ControlPlaneCollector())
+    return reg
+
+
+def registry_for(scope: Scope) -> CollectorRegistry:
+    """A registry of the hosts `scope` sees, for a person signed in (made per request)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ControlPlaneCollector(scope))
     return reg

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models import Case, Count, Min, OuterRef, Q, Subquery, When
 from django.utils import timezone
 
+from controlplane.accounts.roles import Scope
 from controlplane.audit.models import AuditVerification
 from controlplane.audit.selectors import verification_latest
 from deployments.choices import ACTIVE_JOB_STATUSES, ChangeStatus, EvaluationKind
@@ -48,14 +49,21 @@ class FleetMetrics:
     verification: AuditVerification | None
 
 
-def hosts_with_latest_snapshot_lean() -> list[HostRow]:
-    """Every host with its newest snapshot, in two queries, without the snapshots' raw output.
+def _seen(scope: Scope | None, field: str) -> Q:
+    """The hosts a scrape covers: every host for the scraper (no scope), a person's own."""
+    return Q() if scope is None else scope.host_q(field)
+
+
+def hosts_with_latest_snapshot_lean(scope: Scope | None = None) -> list[HostRow]:
+    """Every host (of `scope`) with its newest snapshot, in two queries, without the
+    snapshots' raw output.
 
     Only the columns a scrape reads: at 500 hosts the raw command output would be megabytes per
     scrape. With each host's stored health verdict.
     """
     rows = list(
-        Host.objects.annotate(latest_snapshot_id=newest_snapshot_id())
+        Host.objects.filter(_seen(scope, "pk"))
+        .annotate(latest_snapshot_id=newest_snapshot_id())
         .order_by("name")
         .values(
             "id",
@@ -85,10 +93,12 @@ def hosts_with_latest_snapshot_lean() -> list[HostRow]:
     ]
 
 
-def probe_outcomes_since(since: dt.datetime) -> dict[tuple[int, str], int]:
+def probe_outcomes_since(
+    since: dt.datetime, scope: Scope | None = None
+) -> dict[tuple[int, str], int]:
     """Snapshots per host and status taken since `since` (a range scan on taken_at's index)."""
     counts = (
-        StateSnapshot.objects.filter(taken_at__gte=since)
+        StateSnapshot.objects.filter(_seen(scope, "host_id"), taken_at__gte=since)
         .values("host_id", "status")
         .annotate(n=Count("id"))
         .order_by()
@@ -96,10 +106,13 @@ def probe_outcomes_since(since: dt.datetime) -> dict[tuple[int, str], int]:
     return {(row["host_id"], row["status"]): row["n"] for row in counts}
 
 
-def change_counts() -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Any]]:
+def change_counts(
+    scope: Scope | None = None,
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Any]]:
     """Change requests by kind and status, with the oldest creation time of each group."""
     rows = (
-        ChangeRequest.objects.values("kind", "status")
+        ChangeRequest.objects.filter(_seen(scope, "host_id"))
+        .values("kind", "status")
         .annotate(n=Count("id"), oldest=Min("created_at"))
         .order_by()
     )
@@ -111,27 +124,30 @@ def change_counts() -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], A
     return counts, oldest
 
 
-def fleet_metrics(now: dt.datetime | None = None) -> FleetMetrics:
+def fleet_metrics(now: dt.datetime | None = None, scope: Scope | None = None) -> FleetMetrics:
+    """What one scrape shows: of every host for the scraper (no scope), of the hosts a
+    person's `scope` sees when they are signed in (counts included)."""
     now = now or timezone.now()
     window = settings.METRICS_PROBE_WINDOW_SECONDS
-    changes, oldest = change_counts()
+    changes, oldest = change_counts(scope)
     pending = ChangeStatus.PENDING_APPROVAL
     waiting = [when for (_, status), when in oldest.items() if status == pending]
     return FleetMetrics(
         now=now,
-        hosts=hosts_with_latest_snapshot_lean(),
+        hosts=hosts_with_latest_snapshot_lean(scope),
         probe_window_seconds=window,
-        probe_outcomes=probe_outcomes_since(now - dt.timedelta(seconds=window)),
+        probe_outcomes=probe_outcomes_since(now - dt.timedelta(seconds=window), scope),
         changes=changes,
         oldest_waiting=min(waiting) if waiting else None,
         verification=verification_latest(),
     )
 
 
-def exposed_evaluations() -> list[Evaluation]:
+def exposed_evaluations(scope: Scope | None = None) -> list[Evaluation]:
     """The newest finished coherence suite and benchmark of each deployment's current revision
     and of its previous one (the newest other revision that was written to the host), in one
-    query: at most four rows per deployment, however long its history.
+    query: at most four rows per deployment, however long its history; of the hosts `scope`
+    sees (every host for the scraper).
 
     Two revisions, so that after a swap the dashboard shows the new figures beside the ones
     they replaced, and after a rollback the figures that made it roll back.
@@ -151,7 +167,8 @@ def exposed_evaluations() -> list[Evaluation]:
     )
     return list(
         Evaluation.objects.filter(
-            Q(pk__in=revisions.values("suite")) | Q(pk__in=revisions.values("bench"))
+            Q(pk__in=revisions.values("suite")) | Q(pk__in=revisions.values("bench")),
+            _seen(scope, "deployment__host_id"),
         )
         .select_related("deployment__host", "revision__model", "profile")
         .defer("revision__unit_text", "deployment__host__presented_host_key")
@@ -169,9 +186,12 @@ def _newest_finished(kind: str) -> Subquery:
     )
 
 
-def change_activity(*, since: dt.datetime, limit: int) -> list[ChangeRequest]:
+def change_activity(
+    *, since: dt.datetime, limit: int, scope: Scope | None = None
+) -> list[ChangeRequest]:
     """Changes with an event (requested, started, finished) since `since`, and every queued or
-    running one however old, in one query: what the change annotations and the job gauges read.
+    running one however old, of the hosts `scope` sees (every host for the scraper), in one
+    query: what the change annotations and the job gauges read.
     Queued and running ones first, so the limit never drops a job an alert watches.
 
     Each carries `approved_at` (its newest approval: when a change that needed one was
@@ -185,7 +205,7 @@ def change_activity(*, since: dt.datetime, limit: int) -> list[ChangeRequest]:
         .values("created_at")[:1]
     )
     return list(
-        ChangeRequest.objects.filter(active | recent)
+        ChangeRequest.objects.filter(active | recent, _seen(scope, "host_id"))
         .select_related(
             "host__lease",
             "deployment__model",

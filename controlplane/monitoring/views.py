@@ -1,5 +1,5 @@
-"""GET /metrics: the Prometheus exposition, for a scraper with the bearer token or a person
-signed in with a role."""
+"""GET /metrics: the Prometheus exposition, for a scraper with the bearer token (every host) or
+a person signed in with a role (the hosts they see)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client.exposition import choose_encoder
 
-from controlplane.accounts.roles import VIEWER, has_role
+from controlplane.accounts.roles import VIEWER, Scope, has_role, user_scope
 
-from .collector import registry
+from .collector import registry, registry_for
 
 
 def _unauthorized(message: str) -> HttpResponse:
@@ -39,6 +39,7 @@ def _bearer_token(request: HttpRequest) -> str | None:
 def metrics(request: HttpRequest) -> HttpResponse:
     expected = settings.METRICS_TOKEN
     presented = _bearer_token(request)
+    scope: Scope | None = None  # the scraper's: every host
     if presented is not None:
         # A wrong token is refused even alongside a session, so a misconfigured scraper shows.
         if not (expected and hmac.compare_digest(presented.encode(), expected.encode())):
@@ -46,9 +47,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
     elif request.user.is_authenticated:
         if not has_role(request.user, VIEWER):
             raise PermissionDenied("Metrics need a role.")
+        scope = user_scope(request.user)
     elif expected:
         return _unauthorized("send Authorization: Bearer <METRICS_TOKEN>")
     else:
         return redirect_to_login(request.get_full_path())
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    return HttpResponse(encoder(registry()), content_type=content_type)
+    shown = registry() if scope is None else registry_for(scope)
+    return HttpResponse(encoder(shown), content_type=content_type)

@@ -9,11 +9,18 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from controlplane.accounts.models import HostGroup
 from controlplane.admin_readonly import ReadOnlyAdmin
 
 from . import destinations, services
 from .choices import EventType
-from .forms import MIN_SECRET_LENGTH, URL_HELP, CredentialHidingURLInput, destination_errors
+from .forms import (
+    HOST_GROUPS_HELP,
+    MIN_SECRET_LENGTH,
+    URL_HELP,
+    CredentialHidingURLInput,
+    destination_errors,
+)
 from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 
@@ -39,10 +46,16 @@ class WebhookEndpointAdminForm(forms.ModelForm):
     event_types = forms.MultipleChoiceField(
         choices=EventType.choices, widget=forms.CheckboxSelectMultiple
     )
+    host_groups = forms.ModelMultipleChoiceField(
+        queryset=HostGroup.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=HOST_GROUPS_HELP,
+    )
 
     class Meta:
         model = WebhookEndpoint
-        fields = ["name", "url", "event_types", "active"]
+        fields = ["name", "url", "event_types", "host_groups", "active"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -60,7 +73,7 @@ class WebhookEndpointAdminForm(forms.ModelForm):
 class WebhookEndpointAdmin(admin.ModelAdmin):
     form = WebhookEndpointAdminForm
     list_display = ("name", "url_display", "active", "created_at")
-    list_filter = ("active",)
+    list_filter = ("active", "host_groups")
     search_fields = ("name",)
 
     def get_form(
@@ -78,6 +91,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             "url": data["url"],
             "event_types": data["event_types"],
             "active": data["active"],
+            "host_groups": data["host_groups"],
         }
         if change:
             saved = services.endpoint_update(
@@ -92,6 +106,11 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
                 actor=request.user, secret=data["secret"], own_hosts=own_hosts, **values
             )
         obj.pk = saved.pk
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        # The services set the host groups (and audit them); the admin must not set them again.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         services.endpoint_delete(actor=request.user, endpoint=obj)

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import forms
 
+from controlplane.accounts.models import HostGroup
+
 from . import destinations
 from .choices import EventType
 from .models import WebhookEndpoint
@@ -17,6 +19,11 @@ URL_HELP = (
     "http or https; receives a POST of Slack-compatible JSON. Not the control plane's own "
     "network (loopback, private, link-local addresses and its own names) unless "
     "WEBHOOK_ALLOWED_NETWORKS allows it, and no user name or password in it."
+)
+
+
+HOST_GROUPS_HELP = (
+    "Only events about hosts in these groups, and events about no host. None ticked: every host."
 )
 
 
@@ -64,6 +71,13 @@ class WebhookEndpointForm(forms.Form):
     event_types = forms.MultipleChoiceField(
         choices=EventType.choices, widget=forms.CheckboxSelectMultiple, label="Events"
     )
+    host_groups = forms.ModelMultipleChoiceField(
+        queryset=HostGroup.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Host groups",
+        help_text=HOST_GROUPS_HELP,
+    )
     active = forms.BooleanField(required=False, initial=True)
 
     def __init__(
@@ -80,6 +94,7 @@ class WebhookEndpointForm(forms.Form):
                 "name": instance.name,
                 "url": instance.url,
                 "event_types": instance.event_types,
+                "host_groups": list(instance.host_groups.all()),
                 "active": instance.active,
             }
         super().__init__(*args, **kwargs)

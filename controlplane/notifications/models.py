@@ -42,14 +42,22 @@ def url_for_display(url: str) -> str:
 
 
 class WebhookEndpoint(models.Model):
-    """A receiver of notifications: a URL, the secret that signs each body, and the event types
-    it subscribes to. The secret is stored encrypted and is never rendered back or logged."""
+    """A receiver of notifications: a URL, the secret that signs each body, the event types it
+    subscribes to, and the host groups it hears about (none: every host). The secret is stored
+    encrypted and is never rendered back or logged."""
 
     name = models.CharField(max_length=100, unique=True)
     url = models.URLField(max_length=500, validators=[validate_http_url])
     secret_encrypted = models.TextField(editable=False)
     event_types = models.JSONField(default=list, validators=[validate_event_types])
     active = models.BooleanField(default=True)
+    host_groups = models.ManyToManyField(
+        "accounts.HostGroup",
+        blank=True,
+        related_name="webhook_endpoints",
+        help_text="Only events about hosts in these groups (and events about no host). "
+        "Empty: every host.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -67,6 +75,12 @@ class WebhookEndpoint(models.Model):
 
     def subscribes_to(self, event_type: str) -> bool:
         return event_type in (self.event_types or [])
+
+    def hears_about(self, host_group_ids: frozenset[int] | None) -> bool:
+        """Whether an event about a host in these groups (None: about no host) is sent here:
+        an endpoint limited to host groups hears only of their hosts (and of no host)."""
+        limited = {group.pk for group in self.host_groups.all()}
+        return not limited or host_group_ids is None or bool(limited & host_group_ids)
 
     @property
     def url_display(self) -> str:
@@ -94,6 +108,9 @@ class WebhookDelivery(models.Model):
     audit_seq = models.BigIntegerField(
         null=True, blank=True, help_text="The audit event this notification is about."
     )
+    # The host that event names, copied from it (no FK: a delivery outlives its host), so the
+    # deliveries page shows a person only those about hosts in their scope in one query.
+    host_id = models.BigIntegerField(null=True, blank=True)
     payload = models.JSONField(default=dict)
     status = models.CharField(
         max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
@@ -123,6 +140,8 @@ class WebhookDelivery(models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="delivery_open_due"),
             # the deliveries page filtered to one endpoint, newest first
             models.Index(fields=["endpoint", "-created_at"], name="delivery_endpoint_recent"),
+            # the deliveries page of a person who sees some hosts only
+            models.Index(fields=["host_id", "-created_at"], name="delivery_host_recent"),
         ]
 
     def __str__(self) -> str:

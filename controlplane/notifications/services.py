@@ -15,12 +15,13 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from controlplane.accounts.models import HostGroup
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
 from controlplane.crypto import SecretUnavailable
 
-from . import destinations, dispatch, events, sender, signing
+from . import destinations, dispatch, events, selectors, sender, signing
 from .choices import OPEN_DELIVERY_STATUSES, PING, DeliveryStatus
 from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
@@ -42,6 +43,7 @@ def _audit_view(endpoint: WebhookEndpoint) -> dict[str, Any]:
         "url": endpoint.url_display,
         "url_sha256": hashlib.sha256(endpoint.url.encode()).hexdigest(),
         "event_types": sorted(endpoint.event_types or []),
+        "host_groups": sorted(group.name for group in endpoint.host_groups.all()),
         "active": endpoint.active,
     }
 
@@ -56,9 +58,11 @@ def endpoint_create(
     event_types: Iterable[str],
     active: bool = True,
     own_hosts: Iterable[str] = (),
+    host_groups: Iterable[HostGroup] = (),
 ) -> WebhookEndpoint:
     """Add an endpoint. Its URL must be a place a webhook may go (destinations.destination_check;
-    `own_hosts`: the names the request reached the control plane by), or DestinationRefused."""
+    `own_hosts`: the names the request reached the control plane by), or DestinationRefused.
+    With `host_groups`, it hears only of events about their hosts (and about no host)."""
     if not secret:
         raise ValueError("a webhook endpoint needs a secret")
     endpoint = WebhookEndpoint(name=name, url=url, event_types=sorted(event_types), active=active)
@@ -66,6 +70,7 @@ def endpoint_create(
     endpoint.full_clean()
     destinations.destination_check(url, own_hosts=own_hosts)
     endpoint.save()
+    endpoint.host_groups.set(list(host_groups))
     audit.record(
         action=AuditAction.WEBHOOK_CREATED,
         actor=actor,
@@ -86,8 +91,10 @@ def endpoint_update(
     active: bool,
     secret: str | None = None,
     own_hosts: Iterable[str] = (),
+    host_groups: Iterable[HostGroup] | None = None,
 ) -> WebhookEndpoint:
-    """Change an endpoint; `secret=None` (or empty) keeps the current one.
+    """Change an endpoint; `secret=None` (or empty) keeps the current one, `host_groups=None`
+    the groups it is limited to.
 
     The URL is checked again (DestinationRefused) unless the endpoint stays disabled with the
     URL it had: disabling one that now points somewhere refused always works."""
@@ -102,6 +109,8 @@ def endpoint_update(
     if destinations.check_needed(url=url, active=active, previous_url=previous_url):
         destinations.destination_check(url, own_hosts=own_hosts)
     locked.save()
+    if host_groups is not None:
+        locked.host_groups.set(list(host_groups))
     after = _audit_view(locked)
     changed = sorted(k for k in after if before[k] != after[k])
     if secret:
@@ -132,7 +141,7 @@ def endpoint_set_active(
         event_types=endpoint.event_types,
         active=active,
         own_hosts=own_hosts,
-    )
+    )  # (its host groups stay)
 
 
 @transaction.atomic
@@ -173,7 +182,11 @@ def endpoint_send_test(*, actor: Any, endpoint: WebhookEndpoint) -> WebhookDeliv
 
 
 def _delivery_create(
-    *, endpoint: WebhookEndpoint, note: events.Notification, audit_seq: int | None
+    *,
+    endpoint: WebhookEndpoint,
+    note: events.Notification,
+    audit_seq: int | None,
+    host_id: int | None = None,
 ) -> WebhookDelivery:
     now = timezone.now()
     return WebhookDelivery.objects.create(
@@ -181,6 +194,7 @@ def _delivery_create(
         endpoint_name=endpoint.name,
         event_type=note.event_type,
         audit_seq=audit_seq,
+        host_id=host_id,
         payload=note.payload(),
         created_at=now,
         updated_at=now,
@@ -196,7 +210,15 @@ def deliveries_create_for_event(*, event: AuditEvent) -> list[WebhookDelivery]:
     """
     if not events.might_notify(event):
         return []
-    endpoints = [e for e in WebhookEndpoint.objects.filter(active=True) if e.event_types]
+    active = WebhookEndpoint.objects.filter(active=True).prefetch_related("host_groups")
+    hosts_groups: list[frozenset[int] | None] = [*selectors.event_host_group_ids(event)]
+    # An endpoint limited to host groups hears nothing of the hosts outside them: of an event
+    # about several hosts (a rollout's), only if it hears about every one.
+    endpoints = [
+        e
+        for e in active
+        if e.event_types and all(e.hears_about(groups) for groups in hosts_groups or [None])
+    ]
     if not endpoints:
         return []
     created: list[WebhookDelivery] = []
@@ -211,7 +233,9 @@ def deliveries_create_for_event(*, event: AuditEvent) -> list[WebhookDelivery]:
                 ).exists()
                 if not exists:
                     created.append(
-                        _delivery_create(endpoint=endpoint, note=note, audit_seq=event.seq)
+                        _delivery_create(
+                            endpoint=endpoint, note=note, audit_seq=event.seq, host_id=event.host_id
+                        )
                     )
         ids = [d.pk for d in created]
         if ids:

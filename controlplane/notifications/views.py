@@ -24,7 +24,9 @@ def _deliveries_context(request: HttpRequest) -> dict[str, Any]:
     status = request.GET.get("status", "")
     endpoint = request.GET.get("endpoint", "")
     endpoint_id = int(endpoint) if endpoint.isdigit() else None
-    deliveries = selectors.deliveries_recent(status=status, endpoint_id=endpoint_id)
+    deliveries = selectors.deliveries_recent(
+        user=request.user, status=status, endpoint_id=endpoint_id
+    )
     query = "&".join(
         f"{k}={v}" for k, v in (("status", status), ("endpoint", endpoint_id or "")) if v
     )
@@ -52,7 +54,7 @@ def index(request: HttpRequest) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def delivery_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    delivery = selectors.delivery_get(pk=pk)
+    delivery = selectors.delivery_get(pk=pk, user=request.user)
     if delivery is None:
         raise Http404("no such delivery")
     return render(request, "notifications/delivery_detail.html", {"delivery": delivery})
@@ -65,6 +67,7 @@ def _form_values(form: WebhookEndpointForm) -> dict[str, Any]:
         "url": data["url"],
         "event_types": data["event_types"],
         "active": data["active"],
+        "host_groups": data["host_groups"],
     }
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Prefetch, QuerySet
 
 from deployments.models import ChangeRequest, Deployment, DeploymentRevision, Evaluation
 from deployments.selectors import CHANGE_RELATED
+from hosts.scope import rows_visible
 
 
-def changes_filtered(*, status: str = "", host: str = "") -> QuerySet[ChangeRequest]:
-    qs = ChangeRequest.objects.select_related(*CHANGE_RELATED)
+def changes_filtered(*, user: Any, status: str = "", host: str = "") -> QuerySet[ChangeRequest]:
+    """The changes of the hosts `user` sees, of one status or host when asked."""
+    qs = rows_visible(user, ChangeRequest.objects.select_related(*CHANGE_RELATED))
     if status:
         qs = qs.filter(status=status)
     if host:

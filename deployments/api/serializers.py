@@ -29,6 +29,7 @@ from deployments.models import (
 )
 from deployments.unit_files.engine_flags import EngineArgRefused, check_extra_args
 from hosts.models import StateSnapshot
+from hosts.scope import rows_visible
 
 from .evaluations import EvaluationBriefSerializer, EvaluationSerializer
 
@@ -133,7 +134,23 @@ _API_FIELDS = {"model": ("model_id",), "benchmark": ("benchmark", "benchmark_pro
 # --- in ------------------------------------------------------------------------------------
 
 
-class ChangeCreateSerializer(serializers.Serializer):
+class HostRowsInScope(serializers.Serializer):
+    """Ids of hosts' rows (a deployment, a snapshot) in the body name only rows of hosts the
+    caller sees (the request in the context): one outside their scope is refused exactly as an
+    id that names no row ("No snapshot with id 7.")."""
+
+    HOST_ROW_FIELDS = ("deployment_id", "snapshot_id")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user = getattr(self.context.get("request"), "user", None)
+        for name in self.HOST_ROW_FIELDS:
+            field = self.fields.get(name)
+            if isinstance(field, RowField):
+                field.queryset = rows_visible(user, field.queryset)
+
+
+class ChangeCreateSerializer(HostRowsInScope):
     deployment_id = RowField(
         queryset=Deployment.objects.select_related("host", "model", "current_revision")
     )
@@ -290,7 +307,7 @@ def _served_revision(deployment: Deployment, number: int) -> DeploymentRevision:
     return revision
 
 
-class ApproveSerializer(serializers.Serializer):
+class ApproveSerializer(HostRowsInScope):
     snapshot_id = RowField(
         queryset=StateSnapshot.objects.select_related("host"),
         help_text="The host's snapshot the approver reviewed; it must be ok, fresh and "
@@ -303,7 +320,7 @@ class RejectSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=REASON_MAX)
 
 
-class BreakGlassSerializer(serializers.Serializer):
+class BreakGlassSerializer(HostRowsInScope):
     snapshot_id = RowField(queryset=StateSnapshot.objects.select_related("host"))
     reason = serializers.CharField(
         max_length=REASON_MAX, help_text="Why the two-person rule is bypassed (10+ characters)."

@@ -31,6 +31,7 @@ from deployments.models import (
     DrainHook,
     ModelArtifact,
 )
+from hosts.scope import rows_visible
 
 from . import selectors
 from .evaluations import BenchmarkProfileSerializer, EvaluationSerializer
@@ -54,6 +55,13 @@ from .serializers import (
 DEPLOYMENT_RELATED = ("host", "model", "current_revision__model")
 
 
+def _deployment(request: Request, pk: int, rows: QuerySet[Deployment] | None = None) -> Any:
+    """The deployment if the caller sees its host; otherwise the 404 of one that does not
+    exist."""
+    rows = Deployment.objects.all() if rows is None else rows
+    return row_or_404(rows_visible(request.user, rows), pk, "deployment")
+
+
 class DeploymentFilter(serializers.Serializer):
     host = serializers.CharField(required=False, max_length=63, help_text="A host's name.")
 
@@ -65,7 +73,7 @@ class DeploymentList(APIView):
     def get_queryset(self) -> QuerySet[Deployment]:
         filters = DeploymentFilter(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        qs = Deployment.objects.select_related(*DEPLOYMENT_RELATED)
+        qs = rows_visible(self.request.user, Deployment.objects.select_related(*DEPLOYMENT_RELATED))
         if host := filters.validated_data.get("host"):
             qs = qs.filter(host__name=host)
         return qs
@@ -85,8 +93,8 @@ class DeploymentDetail(APIView):
 
     @extend_schema(operation_id="deployments_retrieve", summary="One deployment")
     def get(self, request: Request, pk: int) -> Response:
-        deployment = row_or_404(
-            Deployment.objects.select_related(*DEPLOYMENT_RELATED), pk, "deployment"
+        deployment = _deployment(
+            request, pk, Deployment.objects.select_related(*DEPLOYMENT_RELATED)
         )
         return Response(self.get_serializer(deployment).data)
 
@@ -128,7 +136,7 @@ class RevisionList(APIView):
     pagination_class = NewestRevisionPagination
 
     def get_queryset(self) -> QuerySet[Any]:
-        deployment: Any = row_or_404(Deployment.objects.all(), self.kwargs["pk"], "deployment")
+        deployment = _deployment(self.request, self.kwargs["pk"])
         return selectors.revisions_with_evaluations(deployment)
 
     @extend_schema(
@@ -146,7 +154,7 @@ class RevisionEvaluationList(APIView):
     pagination_class = NewestIdPagination
 
     def get_queryset(self) -> QuerySet[Any]:
-        deployment: Any = row_or_404(Deployment.objects.all(), self.kwargs["pk"], "deployment")
+        deployment = _deployment(self.request, self.kwargs["pk"])
         number = self.kwargs["number"]
         revision = deployment.revisions.filter(number=number).first() if number < 2**31 else None
         if revision is None:
@@ -227,8 +235,11 @@ DECISION_RESPONSES = {
 }
 
 
-def _change(pk: int) -> ChangeRequest:
-    change: Any = row_or_404(ChangeRequest.objects.select_related("host"), pk, "change")
+def _change(request: Request, pk: int) -> ChangeRequest:
+    """The change if the caller sees its host; otherwise the 404 of a change that does not
+    exist."""
+    changes = rows_visible(request.user, ChangeRequest.objects.select_related("host"))
+    change: Any = row_or_404(changes, pk, "change")
     return change
 
 
@@ -261,7 +272,7 @@ class ChangeList(APIView):
     def get_queryset(self) -> QuerySet[ChangeRequest]:
         filters = ChangeFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        return selectors.changes_filtered(**filters.validated_data)
+        return selectors.changes_filtered(user=self.request.user, **filters.validated_data)
 
     @extend_schema(
         operation_id="changes_list",
@@ -281,7 +292,7 @@ class ChangeList(APIView):
         responses={201: ChangeDetailSerializer, **REFUSALS},
     )
     def post(self, request: Request) -> Response:
-        form = ChangeCreateSerializer(data=request.data)
+        form = ChangeCreateSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         change = services.change_request_create(user=request.user, **form.service_arguments())
         response = _detail(change, status_code=status.HTTP_201_CREATED)
@@ -297,7 +308,7 @@ class ChangeDetail(APIView):
         summary="One change with its steps, approvals and drift report",
     )
     def get(self, request: Request, pk: int) -> Response:
-        return _detail(_change(pk))
+        return _detail(_change(request, pk))
 
 
 class ChangeApprove(APIView):
@@ -312,8 +323,9 @@ class ChangeApprove(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         services.change_request_approve_allowed(user=request.user)  # before the input is read
-        change = _change(pk)
-        form = ApproveSerializer(data=request.data)
+        change = _change(request, pk)
+        services.change_request_approve_allowed(user=request.user, host=change.host)
+        form = ApproveSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         decided = services.change_request_approve(
             change=change,
@@ -335,7 +347,8 @@ class ChangeReject(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         services.change_request_reject_allowed(user=request.user)  # before the input is read
-        change = _change(pk)
+        change = _change(request, pk)
+        services.change_request_reject_allowed(user=request.user, host=change.host)
         form = RejectSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         services.change_request_reject(
@@ -355,8 +368,8 @@ class ChangeBreakGlass(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         services.change_request_break_glass_allowed(user=request.user)  # before the input
-        change = _change(pk)
-        form = BreakGlassSerializer(data=request.data)
+        change = _change(request, pk)
+        form = BreakGlassSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         decided = services.change_request_break_glass(
             change=change,
@@ -377,4 +390,6 @@ class ChangeCancel(APIView):
         responses={200: ChangeDetailSerializer, **REFUSALS},
     )
     def post(self, request: Request, pk: int) -> Response:
-        return _detail(services.change_request_cancel(change=_change(pk), user=request.user))
+        return _detail(
+            services.change_request_cancel(change=_change(request, pk), user=request.user)
+        )

@@ -115,6 +115,7 @@ def rollout_transition(
             target=rollout,
             correlation_id=rollout.correlation_id,
             data={"reason": reason, **(data or {})} if reason else data,
+            hosts=rollout_host_ids(rollout),
         )
     return True
 
@@ -178,4 +179,11 @@ def rollout_record(
         target=rollout,
         correlation_id=rollout.correlation_id,
         data=data,
+        hosts=rollout_host_ids(rollout),
     )
+
+
+def rollout_host_ids(rollout: Rollout) -> list[int]:
+    """Every host the rollout names: its events concern them all, so the audit log shows them
+    only to people who see each one (AuditEventHost)."""
+    return list(RolloutHost.objects.filter(rollout=rollout).values_list("host_id", flat=True))

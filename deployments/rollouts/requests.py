@@ -152,6 +152,7 @@ def rollout_create(
             action=AuditAction.ROLLOUT_REQUESTED,
             actor=user,
             target=rollout,
+            hosts=[host.pk for host in chosen],
             correlation_id=rollout.correlation_id,
             data={
                 "kind": kind,

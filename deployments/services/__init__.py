@@ -16,6 +16,7 @@ from .approvals import (
     change_request_reject,
     change_request_reject_allowed,
 )
+from .diagnostics import gpu_diagnostic_allowed
 from .integrity import IntegrityFinding, latest_integrity
 from .preflight import (
     ChangeCheck,
@@ -27,7 +28,12 @@ from .preflight import (
     fit_check,
 )
 from .refusals import ChangeRefused
-from .requests import change_request_cancel, change_request_cancel_allowed, change_request_create
+from .requests import (
+    change_request_cancel,
+    change_request_cancel_allowed,
+    change_request_create,
+    change_request_create_allowed,
+)
 from .verdicts import host_health_update, hosts_health_update
 
 __all__ = [
@@ -47,11 +53,13 @@ __all__ = [
     "change_request_cancel",
     "change_request_cancel_allowed",
     "change_request_create",
+    "change_request_create_allowed",
     "change_request_reject",
     "change_request_reject_allowed",
     "change_review",
     "change_target_for",
     "fit_check",
+    "gpu_diagnostic_allowed",
     "host_health_update",
     "hosts_health_update",
     "latest_integrity",

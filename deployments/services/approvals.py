@@ -19,7 +19,7 @@ from controlplane.audit.actions import AuditAction
 from controlplane.canonical import canonical_digest
 from hosts import services as host_services
 from hosts.choices import SnapshotStatus
-from hosts.models import StateSnapshot
+from hosts.models import Host, StateSnapshot
 from hosts.state import fingerprint_drift
 
 from .. import lifecycle
@@ -48,19 +48,24 @@ def change_params_digest(change: ChangeRequest) -> str:
     return canonical_digest(value)
 
 
-# Who may decide at all, asked before a request's input is even read: the pages and the API call
-# these first (a refusal is a 403 whatever was sent), and the decisions below call them again.
+# Who may decide, asked first without a host (the role anywhere: pages and the API ask it before
+# a request's input is even read, so a refusal is a 403 whatever was sent), then on the change's
+# host, and again by the decisions below. A change of a host outside the user's scope is not
+# found, as if it did not exist.
+
+NO_SUCH_CHANGE = "No such change."
 
 
-def change_request_approve_allowed(*, user: Any) -> None:
-    require_role(user, APPROVER, "Approving a change")
+def change_request_approve_allowed(*, user: Any, host: Host | None = None) -> None:
+    require_role(user, APPROVER, "Approving a change", host, missing=NO_SUCH_CHANGE)
 
 
-def change_request_reject_allowed(*, user: Any) -> None:
-    require_role(user, APPROVER, "Rejecting a change")
+def change_request_reject_allowed(*, user: Any, host: Host | None = None) -> None:
+    require_role(user, APPROVER, "Rejecting a change", host, missing=NO_SUCH_CHANGE)
 
 
-def change_request_break_glass_allowed(*, user: Any) -> None:
+def change_request_break_glass_allowed(*, user: Any, host: Host | None = None) -> None:
+    # An administrator holds every role on every host: the host adds no rule here.
     if not (getattr(user, "is_superuser", False) and getattr(user, "is_active", False)):
         raise ChangeRefused("break-glass needs an administrator", code="forbidden")
 
@@ -69,7 +74,7 @@ def change_request_approve(
     *, change: ChangeRequest, approver: Any, snapshot: StateSnapshot, reason: str
 ) -> ChangeRequest:
     """Approve on the snapshot the approver saw; it must be fresh and materially the same."""
-    change_request_approve_allowed(user=approver)
+    change_request_approve_allowed(user=approver, host=change.host)
     if change.requested_by_id == approver.pk:
         raise ChangeRefused(
             "the two-person rule: you cannot approve your own request", code="forbidden"
@@ -85,7 +90,7 @@ def change_request_break_glass(
     *, change: ChangeRequest, admin: Any, snapshot: StateSnapshot, reason: str
 ) -> ChangeRequest:
     """The only way past the two-person rule: an admin, a written reason, a red audit event."""
-    change_request_break_glass_allowed(user=admin)
+    change_request_break_glass_allowed(user=admin, host=change.host)
     reason = require_reason(reason, "break-glass", minimum=10)
     return _grant(
         change=change, user=admin, snapshot=snapshot, reason=reason,
@@ -181,7 +186,7 @@ def _grant(
 
 
 def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) -> ChangeRequest:
-    change_request_reject_allowed(user=approver)
+    change_request_reject_allowed(user=approver, host=change.host)
     reason = require_reason(reason, "a rejection")
     with transaction.atomic():
         change = lock_in_status(change, ChangeStatus.PENDING_APPROVAL)

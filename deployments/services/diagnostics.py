@@ -45,10 +45,15 @@ def _refuse_unless_it_may_run(host: Host) -> None:
         )
 
 
+def gpu_diagnostic_allowed(*, user: Any, host: Host | None = None) -> None:
+    """An operator of `host` (without a host: anywhere, the first gate)."""
+    require_role(user, OPERATOR, "Running a GPU diagnostic", host)
+
+
 def gpu_diagnostic_request(*, host: Host, level: int, user: Any) -> None:
     """Queue DCGM's diagnostic at `level` (1: deployment checks, seconds; 2: also PCIe and
     memory tests, minutes) on `host`; audited as host.gpu_diagnostic_requested."""
-    require_role(user, OPERATOR, "Running a GPU diagnostic")
+    gpu_diagnostic_allowed(user=user, host=host)
     if level not in commands.DIAGNOSTIC_LEVELS:
         levels = " or ".join(str(n) for n in commands.DIAGNOSTIC_LEVELS)
         raise ChangeRefused(f"a GPU diagnostic runs at level {levels}, not {level!r}")

@@ -12,6 +12,7 @@ from controlplane.accounts.roles import has_role
 from controlplane.audit import reasons
 from controlplane.refusals import Refused
 from hosts import services as host_services
+from hosts.models import Host
 
 
 class ChangeRefused(Refused):
@@ -40,9 +41,22 @@ def stale(exc: host_services.SnapshotNotUsable) -> ChangeRefused:
     return refused
 
 
-def require_role(user: Any, role: str, action: str) -> None:
-    if not has_role(user, role):
-        raise ChangeRefused(f"{action} needs the {role} role", code="forbidden")
+def require_role(
+    user: Any, role: str, action: str, host: Host | None = None, missing: str = "No such host."
+) -> None:
+    """`role` on `host` (hosts.services.host_role_require: a host outside the user's scope is
+    not found, with `missing`), or without a host anywhere: the first gate, which pages and
+    the API ask before they read any input."""
+    if host is None:
+        if not has_role(user, role):
+            raise ChangeRefused(f"{action} needs the {role} role", code="forbidden")
+        return
+    try:
+        host_services.host_role_require(
+            user=user, host=host, roles=[role], doing=action, missing=missing
+        )
+    except host_services.HostRefused as exc:
+        raise ChangeRefused(exc.message, code=exc.code, **exc.details) from exc
 
 
 def require_reason(reason: str, what: str, *, minimum: int = 1) -> str:

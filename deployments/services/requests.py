@@ -6,13 +6,14 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from controlplane.accounts.roles import APPROVER, OPERATOR, has_role
+from controlplane.accounts.roles import APPROVER, OPERATOR
 from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from hosts import services as host_services
 from hosts.choices import SnapshotStatus
-from hosts.models import StateSnapshot
+from hosts.models import Host, StateSnapshot
+from hosts.scope import user_has_role_on_host
 
 from .. import engine_repair, kinds, lifecycle, policy, revisions
 from ..choices import OPEN_STATUSES, ChangeStatus
@@ -70,7 +71,7 @@ def change_request_create(
     `rollout` names the rollout (deployments.rollouts) the
     change is one host's turn of: kept in its parameters, so the approval binds to it too.
     """
-    require_role(user, OPERATOR, "Requesting a change")
+    change_request_create_allowed(user=user, host=deployment.host)
     if kind not in kinds.KINDS:
         raise ChangeRefused(f"unknown change kind {kind!r}")
     reason = require_reason(reason, "a change request")
@@ -129,6 +130,12 @@ def change_request_create(
         if change.status == ChangeStatus.QUEUED:
             change_execute_on_commit(change.pk)
     return change
+
+
+def change_request_create_allowed(*, user: Any, host: Host | None = None) -> None:
+    """An operator of `host` (without a host: anywhere, the first gate); a deployment of a host
+    outside the user's scope is not found."""
+    require_role(user, OPERATOR, "Requesting a change", host, missing="No such deployment.")
 
 
 def _refuse_a_second_open_request(deployment: Deployment) -> None:
@@ -353,9 +360,11 @@ def _record_acknowledged(change: ChangeRequest, *, user: Any, checks: Preflight)
 
 
 def change_request_cancel_allowed(*, change: ChangeRequest, user: Any) -> None:
-    """Who may cancel this change: its requester, or an approver, who must be an operator."""
+    """Who may cancel this change: its requester, or an approver, who must be an operator, each
+    role held on the change's host; a change of a host outside the user's scope is not found."""
+    require_role(user, OPERATOR, "Cancelling a change", change.host, missing="No such change.")
     is_requester = change.requested_by_id == getattr(user, "pk", None)
-    if not (has_role(user, OPERATOR) and (is_requester or has_role(user, APPROVER))):
+    if not (is_requester or user_has_role_on_host(user, APPROVER, change.host)):
         raise ChangeRefused(
             "only the requester or an approver who is also an operator can cancel",
             code="forbidden",

@@ -60,7 +60,7 @@ class HostUnitJournal(APIView):
         },
     )
     def get(self, request: Request, name: str, unit: str) -> Response:
-        host = host_or_404(name)
+        host = host_or_404(request, name)
         # Like host names, a unit that breaks the pattern names nothing deployed; checking it
         # here keeps odd bytes away from the database.
         if not _UNIT.fullmatch(unit):

@@ -49,7 +49,7 @@ class HostMaintenance(APIView):
     required_roles = {"POST": OPERATOR, "DELETE": OPERATOR}
 
     def _host(self) -> Host:
-        return host_or_404(self.kwargs["name"])
+        return host_or_404(self.request, self.kwargs["name"])
 
     @extend_schema(operation_id="hosts_maintenance_retrieve", summary="A host's maintenance")
     def get(self, request: Request, name: str) -> Response:

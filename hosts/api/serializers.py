@@ -74,6 +74,7 @@ class HostSerializer(serializers.ModelSerializer):
     host_key_status = serializers.ChoiceField(choices=HostKeyStatus.choices, read_only=True)
     latest_snapshot = serializers.SerializerMethodField()
     maintenance = serializers.SerializerMethodField()
+    groups = serializers.SerializerMethodField(help_text="The host groups it is in, by name.")
 
     class Meta:
         model = Host
@@ -88,6 +89,7 @@ class HostSerializer(serializers.ModelSerializer):
             "host_key_fingerprint",
             "presented_key_fingerprint",
             "labels",
+            "groups",
             "enabled",
             "probe_interval_seconds",
             "integrity_interval_seconds",
@@ -98,6 +100,10 @@ class HostSerializer(serializers.ModelSerializer):
             "maintenance",
         ]
         read_only_fields = fields
+
+    def get_groups(self, host: Host) -> list[str]:
+        # The list prefetches every page's groups in one query; a single host reads its own.
+        return sorted(group.name for group in host.groups.all())
 
     @extend_schema_field(SnapshotBriefSerializer(allow_null=True))
     def get_latest_snapshot(self, host: Host) -> dict[str, Any] | None:

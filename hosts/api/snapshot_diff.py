@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from controlplane.api.views.base import APIView, row_or_404
 from hosts.models import StateSnapshot
+from hosts.scope import rows_visible
 from hosts.state import fingerprint_drift
 
 from .serializers import SnapshotBriefSerializer
@@ -49,7 +50,8 @@ class SnapshotDiff(APIView):
         },
     )
     def get(self, request: Request, pk: int, other: int) -> Response:
-        rows = StateSnapshot.objects.select_related("host")
+        # A snapshot of a host outside the caller's scope is as missing as one never taken.
+        rows = rows_visible(request.user, StateSnapshot.objects.select_related("host"))
         before: Any = row_or_404(rows, pk, "snapshot")
         after: Any = row_or_404(rows, other, "snapshot")
         return Response(

@@ -5,6 +5,7 @@ Each rule is a function here; the pages, the API, the command line and the tasks
 
 from .blobs import raw_store
 from .freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
+from .groups import host_group_join, host_group_leave
 from .journal import JournalUnavailable, host_journal
 from .maintenance import (
     MAINTENANCE_MAX,
@@ -15,7 +16,9 @@ from .maintenance import (
     user_may_maintain,
 )
 from .permissions import (
+    PROBE_ROLES,
     HostRefused,
+    host_role_require,
     require_probe_permission,
     user_may_accept_host_keys,
     user_may_probe,
@@ -23,13 +26,14 @@ from .permissions import (
 from .probe_claims import hosts_claim_due_for_probe, hosts_claim_due_ids
 from .probe_queue import QueueUnavailable, probe_enqueue
 from .probe_recording import snapshot_record, snapshots_record
-from .probing import host_probe, hosts_probe, probe_spec_for, ssh_target_for
+from .probing import host_probe, host_probe_now, hosts_probe, probe_spec_for, ssh_target_for
 from .registry import credential_create, host_create, host_key_accept
 from .remote import SUDO_COMMANDS, command_line_for, host_api_key, host_run
 from .samples import gpu_samples_backfill, gpu_samples_record
 
 __all__ = [
     "MAINTENANCE_MAX",
+    "PROBE_ROLES",
     "SUDO_COMMANDS",
     "HostRefused",
     "JournalUnavailable",
@@ -42,11 +46,15 @@ __all__ = [
     "gpu_samples_record",
     "host_api_key",
     "host_create",
+    "host_group_join",
+    "host_group_leave",
     "host_journal",
     "host_key_accept",
     "host_maintenance_enter",
     "host_maintenance_leave",
     "host_probe",
+    "host_probe_now",
+    "host_role_require",
     "host_run",
     "hosts_claim_due_for_probe",
     "hosts_claim_due_ids",

@@ -12,7 +12,7 @@ from .. import commands
 from ..models import Host
 from ..parsers import ParseError, parse_journal
 from ..ssh import SSHFailure
-from .permissions import HostRefused
+from .permissions import HostRefused, host_role_require
 from .remote import host_run
 
 DEFAULT_JOURNAL_LINES = 100
@@ -34,11 +34,14 @@ def host_journal(
     which the documented sudoers entry allows). Read-only; every attempt is audited as
     `host.journal_read`, including the ones that fail.
 
-    Any signed-in user with a role may read (`user` None: the system itself). Only units
-    deployed on the host can be read, so the button cannot become a reader of sshd's journal.
+    Whoever sees the host may read (`user` None: the system itself); a host outside the
+    user's scope is not found. Only units deployed on the host can be read, so the button
+    cannot become a reader of sshd's journal.
     """
-    if user is not None and not has_role(user, VIEWER):
-        raise HostRefused("Reading a journal needs a role.", code="forbidden")
+    if user is not None:
+        if not has_role(user, VIEWER):
+            raise HostRefused("Reading a journal needs a role.", code="forbidden")
+        host_role_require(user=user, host=host, roles=[VIEWER], doing="Reading a journal")
     if not host.deployments.filter(unit=unit).exists():
         raise HostRefused(f"{unit} is not deployed on {host.name}.", code="not_found")
     try:

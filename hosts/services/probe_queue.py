@@ -23,7 +23,7 @@ class QueueUnavailable(Refused):
 
 def probe_enqueue(*, host: Host, user: Any, integrity: bool = False) -> None:
     """Queue a "Probe now"; the snapshot arrives when a worker has run it."""
-    require_probe_permission(user)
+    require_probe_permission(user, host)
     try:
         dispatch.send(
             dispatch.PROBE_HOST,

@@ -8,6 +8,7 @@ probe_claims, "Probe now" in probe_queue; their public names are importable from
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -15,10 +16,11 @@ from django.utils import timezone
 from controlplane.crypto import SecretUnavailable
 
 from .. import commands
-from ..choices import HostKeyStatus, SnapshotStatus
+from ..choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
 from ..models import Host, StateSnapshot
 from ..probe import ProbeOutcome, probe_many
 from ..ssh import SSHTarget, ssh_loop
+from .permissions import require_probe_permission
 from .probe_claims import claim_expiry_seconds, hosts_claim_due_for_probe, hosts_claim_due_ids
 from .probe_queue import QueueUnavailable, probe_enqueue
 from .probe_recording import material_digest, snapshot_record, snapshots_record
@@ -28,6 +30,7 @@ __all__ = [
     "QueueUnavailable",
     "claim_expiry_seconds",
     "host_probe",
+    "host_probe_now",
     "hosts_claim_due_for_probe",
     "hosts_claim_due_ids",
     "hosts_probe",
@@ -175,3 +178,10 @@ def host_probe(
         heartbeat_every=heartbeat_every,
         gpu_diagnostic=gpu_diagnostic,
     )[0]
+
+
+def host_probe_now(*, host: Host, user: Any, integrity: bool | None = None) -> StateSnapshot:
+    """A person's "Probe now", run here and now (the API without `async`): an operator or an
+    approver of the host, which must be in their scope."""
+    require_probe_permission(user, host)
+    return host_probe(host=host, trigger=ProbeTrigger.MANUAL, integrity=integrity)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
+from controlplane.accounts.context_processors import roles_shown
 from controlplane.accounts.models import (
     GroupRoleMapping,
     HostGroup,
@@ -80,3 +81,14 @@ def test_the_identity_providers_groups_map_to_roles(fleet) -> None:
 def test_no_role_sees_nothing(fleet, outsider) -> None:
     assert not hosts_visible(outsider).exists()
     assert user_scope(outsider).roles_anywhere() == frozenset()
+
+
+def test_the_header_says_where_each_role_holds(fleet, viewer) -> None:
+    RoleGrant.objects.create(user=viewer, role=OPERATOR, host_group=fleet["team-a"])
+    RoleGrant.objects.create(user=viewer, role=APPROVER, host_group=fleet["prod"])
+    RoleGrant.objects.create(user=viewer, role=APPROVER, host_group=fleet["team-a"])
+    scope_forget(viewer)
+    assert roles_shown(viewer) == ["viewer", "approver on prod, team-a", "operator on team-a"]
+    reader = User.objects.create_user("rita")
+    RoleGrant.objects.create(user=reader, role=VIEWER, host_group=fleet["prod"])
+    assert roles_shown(reader) == ["viewer on prod"]

@@ -10,7 +10,7 @@ import time_machine
 from django.contrib.auth.models import User
 
 from controlplane.accounts.models import HostGroup, RoleGrant
-from controlplane.accounts.roles import OPERATOR
+from controlplane.accounts.roles import OPERATOR, VIEWER
 from controlplane.audit.models import AuditEvent
 from hosts.models import Host
 from tests import factories as f
@@ -119,10 +119,19 @@ def test_an_unknown_host_is_a_404(api_for, operator):
 
 
 def test_an_operator_of_another_host_group_is_refused_before_the_input_is_read(api_for, host):
+    """Bob operates team-b's hosts and reads gpu-01's group: he sees gpu-01, so he is told he
+    may not (403, naming the role); Carol, of team-b alone, does not see it at all (404)."""
     elsewhere = HostGroup.objects.create(name="team-b")
+    prod = HostGroup.objects.create(name="prod")
+    prod.hosts.add(host)
     bob = User.objects.create_user("bob")
     RoleGrant.objects.create(user=bob, role=OPERATOR, host_group=elsewhere)
+    RoleGrant.objects.create(user=bob, role=VIEWER, host_group=prod)
     response = api_for(bob).post(URL, {}, format="json")
     assert response.status_code == 403
     assert refusal(response)["detail"].endswith("needs the operator role on it.")
     assert api_for(bob).delete(URL).status_code == 403
+    carol = User.objects.create_user("carol")
+    RoleGrant.objects.create(user=carol, role=OPERATOR, host_group=elsewhere)
+    assert api_for(carol).post(URL, {}, format="json").status_code == 404
+    assert api_for(carol).delete(URL).status_code == 404

@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from controlplane.accounts.models import HostGroup
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from controlplane.audit.models import AuditEvent
@@ -90,6 +91,26 @@ def test_the_fleet_page_does_not_load_every_host(client, viewer, django_assert_m
     body = client.get(reverse("hosts:dashboard")).content.decode()
     assert 0 < body.count('id="host-row-') <= 50
     assert "last known good" in body
+
+
+def test_a_scoped_fleet_page_reads_a_fixed_number_of_queries(
+    client, scoped, django_assert_max_num_queries
+):
+    """Someone whose role holds on one host group: the same fixed number of queries, the
+    scope read once and applied inside the page's queries, whatever the fleet's size."""
+    team = HostGroup.objects.create(name="team-a")
+    HostGroup.objects.create(name="prod")
+    client.force_login(scoped("tess", "operator", "team-a"))
+    team.hosts.add(*add_hosts(3))
+    few = queries(client, reverse("hosts:dashboard"))
+    team.hosts.add(*add_hosts(57, start=3))
+    add_hosts(40, start=60)  # the other team's: neither listed nor counted
+    with django_assert_max_num_queries(few):
+        body = client.get(reverse("hosts:dashboard")).content.decode()
+    with django_assert_max_num_queries(few):
+        client.get(reverse("hosts:dashboard_rows") + "?group=team-a&page=2")
+    assert ">60 healthy<" in body and "(60 hosts)" in body
+    assert body.count("Probe now") == 50  # her role holds on every host of the page
 
 
 def unreadable(hosts: Iterable[Host]) -> None:
@@ -318,7 +339,8 @@ def test_the_audit_history_of_one_host(client, viewer, django_assert_max_num_que
 def test_the_history_of_a_host_by_name_reads_an_index(client, viewer):
     """A host's name in the filter form (`?host=gpu-01`) walks the index on (host_label, seq):
     without it, PostgreSQL scanned the whole audit table for one host's page (bench/README)."""
-    query = events_filtered(filters=EventFilter(host="gpu-01")).order_by("-seq")[:51]
+    query = events_filtered(filters=EventFilter(host="gpu-01"), user=viewer)
+    query = query.order_by("-seq")[:51]
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         plan = query.explain()

@@ -44,7 +44,6 @@ from controlplane.api import services as token_services
 from controlplane.audit import services as audit
 from deployments import services as change_services
 from tests import factories as f
-from tests.security.test_authorization_matrix import private_queue  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -156,7 +155,7 @@ CONFORMANCE = [status_code_conformance, content_type_conformance, response_schem
 def test_every_operation_and_role_gets_no_server_error_and_what_the_schema_says(
     world: World,
     wsgi_app: Any,
-    private_queue: str,  # noqa: F811
+    private_queue: str,
 ) -> None:
     admin_token = token_services.token_create(user=world.users["admin"], name="fuzz").secret
     schema = schemathesis.openapi.from_wsgi(

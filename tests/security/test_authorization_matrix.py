@@ -6,14 +6,21 @@ that may use each method. A URL that is not declared fails the suite, so a new v
 arrive without someone saying who may use it, and the matrix then proves the view checks it.
 
 Each URL is requested by every persona (anonymous, signed in without a role, viewer, operator,
-approver, administrator) with every method (GET, POST, PUT, PATCH, DELETE); the API both with a
-personal token and with a session. Session requests carry a real CSRF token read from a page,
-as a browser sends it. What is expected:
+approver, administrator, and people whose role holds on one host group only: an operator and an
+approver of team-a, the world's host's group, and of team-b, another group) with every method
+(GET, POST, PUT, PATCH, DELETE); the API both with a personal token and with a session. Session
+requests carry a real CSRF token read from a page, as a browser sends it. What is expected:
 
 - anonymous: sent to sign in (a redirect for pages, HX-Redirect for htmx, 401/403 for the API);
-- below the least role: 403 (404 only where the rule says the URL hides what exists);
+- below the least role: 403 (404 only where the rule says the URL hides what exists, or where
+  the URL names a host outside the persona's scope);
 - at or above it: never 401, 403, 405 or a trip to the sign-in page (400, 404, 409 or a redirect
   elsewhere are fine: the permission check passed and the input or the state decided);
+- a role held on the world's host's group counts as the role on every URL about that host;
+- a role held on another group only: 404 on every URL that names the world's host or a row of
+  it (a snapshot, deployment, change, revision, its timeline), exactly as for a host that does
+  not exist, never 403 (which would say it exists); and the world's host in no list, count,
+  search or export (test_people_of_another_group_never_see_the_host);
 - a method the rule does not list: 405 for anyone who passes the rule's checks.
 
 The admin is staff-only as a whole: every admin URL but its own sign-in and sign-out sends
@@ -26,8 +33,6 @@ from __future__ import annotations
 
 import copy
 import re
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,29 +47,52 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern
 from rest_framework.test import APIClient
 
+from controlplane.accounts.models import HostGroup, RoleGrant
 from controlplane.api import services as token_services
 from controlplane.audit.models import AuditEvent
-from controlplane.celery import app
 from controlplane.notifications import services as notification_services
 from controlplane.notifications.choices import EventType
 from deployments import services as change_services
 from deployments.rollouts import requests as rollout_requests
+from hosts import services as host_services
+from hosts.models import Host
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
-PERSONAS = ("anonymous", "outsider", "viewer", "operator", "approver", "admin")
+# People whose role holds on one host group only (a RoleGrant): team-a holds the world's host,
+# team-b another host.
+IN_SCOPE = ("team_a_operator", "team_a_approver")
+ELSEWHERE = ("team_b_operator", "team_b_approver")
+PERSONAS = (
+    "anonymous",
+    "outsider",
+    "viewer",
+    "operator",
+    "approver",
+    "admin",
+    *IN_SCOPE,
+    *ELSEWHERE,
+)
 
 # The least role a method needs, as the sets of personas that hold it. Roles are not a ladder:
-# an approver is not an operator. "probe" is the operator or the approver role.
+# an approver is not an operator. "probe" is the operator or the approver role; "requester" is
+# the operator who asked for the world's change and rollout (or an administrator).
 VIEWER, PROBE, OPERATOR, APPROVER, ADMIN = "viewer", "probe", "operator", "approver", "admin"
+REQUESTER = "requester"
+# A rollout is paused, resumed or aborted by its requester or by an approver of its hosts.
+CONTROLLER = "requester or approver"
+OPERATORS = {"operator", "team_a_operator", "team_b_operator"}
+APPROVERS = {"approver", "team_a_approver", "team_b_approver"}
 HOLDERS = {
-    VIEWER: {"viewer", "operator", "approver", "admin"},
-    PROBE: {"operator", "approver", "admin"},
-    OPERATOR: {"operator", "admin"},
-    APPROVER: {"approver", "admin"},
+    VIEWER: {"viewer", "admin", *OPERATORS, *APPROVERS},
+    PROBE: {"admin", *OPERATORS, *APPROVERS},
+    OPERATOR: {"admin", *OPERATORS},
+    APPROVER: {"admin", *APPROVERS},
+    REQUESTER: {"operator", "admin"},
+    CONTROLLER: {"operator", "admin", *APPROVERS},
     ADMIN: {"admin"},
 }
 
@@ -127,7 +155,7 @@ RULES: dict[str, Rule] = {
     "deployments:reject": page(POST=APPROVER),
     "deployments:break_glass": page(POST=ADMIN),
     # the requester (an operator), or an approver who is also an operator
-    "deployments:cancel": page(POST=OPERATOR),
+    "deployments:cancel": page(POST=REQUESTER),
     "deployments:approvals": page(GET=VIEWER),
     "deployments:gpu_diagnostic": page(POST=OPERATOR),
     # rollouts: every role reads; an operator requests; an approver decides; the requester (an
@@ -137,9 +165,9 @@ RULES: dict[str, Rule] = {
     "rollouts:detail": page(GET=VIEWER),
     "rollouts:approve": page(POST=APPROVER),
     "rollouts:reject": page(POST=APPROVER),
-    "rollouts:pause": page(POST=PROBE),
-    "rollouts:resume": page(POST=PROBE),
-    "rollouts:abort": page(POST=PROBE),
+    "rollouts:pause": page(POST=CONTROLLER),
+    "rollouts:resume": page(POST=CONTROLLER),
+    "rollouts:abort": page(POST=CONTROLLER),
     # the audit log
     "audit:history": page(GET=VIEWER),
     "audit:event": page(GET=VIEWER),
@@ -183,14 +211,14 @@ RULES: dict[str, Rule] = {
     "api:change-approve": api(POST=APPROVER),
     "api:change-reject": api(POST=APPROVER),
     "api:change-break-glass": api(POST=ADMIN),
-    "api:change-cancel": api(POST=OPERATOR),
+    "api:change-cancel": api(POST=REQUESTER),
     "api:rollout-list": api(GET=VIEWER, POST=OPERATOR),
     "api:rollout-detail": api(GET=VIEWER),
     "api:rollout-approve": api(POST=APPROVER),
     "api:rollout-reject": api(POST=APPROVER),
-    "api:rollout-pause": api(POST=PROBE),
-    "api:rollout-resume": api(POST=PROBE),
-    "api:rollout-abort": api(POST=PROBE),
+    "api:rollout-pause": api(POST=CONTROLLER),
+    "api:rollout-resume": api(POST=CONTROLLER),
+    "api:rollout-abort": api(POST=CONTROLLER),
     "api:audit-event-list": api(GET=VIEWER),
     "api:audit-event-detail": api(GET=VIEWER),
     "api:audit-export": api(GET=VIEWER),
@@ -203,6 +231,10 @@ RULES: dict[str, Rule] = {
 }
 # Every URL in these namespaces is the admin's: staff only, unless RULES says otherwise.
 STAFF_NAMESPACES = ("admin",)
+# URL arguments that name the world's host or a row of it (its audit event's seq included), and
+# the rows whose <pk> does.
+HOST_PARAMS = {"name", "unit", "host_id", "seq"}
+HOST_ROWS = {"deployments", "changes", "snapshots", "rollouts"}
 
 
 # --- the URL configuration ----------------------------------------------------------------------
@@ -213,6 +245,19 @@ class Route:
     key: str  # the URL name with its namespaces, or the route when it has no name
     route: str  # the whole route, prefixes included
     regex: bool
+
+    @property
+    def host_bound(self) -> bool:
+        """Whether the URL names the world's host or a row of it: someone whose role holds on
+        another host group only must find nothing there."""
+        for match in _PARAM.finditer(self.route):
+            name = match.group(1) or match.group(2)
+            if name in HOST_PARAMS:
+                return True
+            owner = re.findall(r"([\w-]+)/$", self.route[: match.start()])
+            if name == "pk" and owner and owner[-1] in HOST_ROWS:
+                return True
+        return False
 
     @property
     def rule(self) -> Rule | None:
@@ -270,10 +315,30 @@ class World:
     pks: dict[str, int]
 
 
+def scoped_persona(username: str, role: str, group: HostGroup) -> User:
+    user = User.objects.create_user(username, f"{username}@example.test", "not-used")
+    RoleGrant.objects.create(user=user, role=role, host_group=group)
+    return user
+
+
 @pytest.fixture
 def world(viewer, operator, approver, outsider, admin_user) -> World:
     catalog = f.make_catalog()
-    host = f.make_host("gpu-01", port=1)  # nothing listens: SSH fails fast as unreachable
+    # Nothing listens on port 1: SSH fails fast as unreachable. The key's name does not say the
+    # host's: whoever may not see the host must not find its name anywhere (its key's events
+    # are about no host, and stay in everyone's audit log).
+    key = host_services.credential_create(name="matrix-key", private_key=f.CLIENT_KEY)
+    host = host_services.host_create(name="gpu-01", address="127.0.0.1", port=1, credential=key)
+    Host.objects.filter(pk=host.pk).update(host_key=f.HOST_KEY, host_key_status="pinned")
+    host.refresh_from_db()
+    other = host_services.host_create(name="gpu-77", address="127.0.0.1", port=1, credential=key)
+    team_a = host_services.host_group_join(hosts=[host], name="team-a")
+    team_b = host_services.host_group_join(hosts=[other], name="team-b")
+    scoped = {
+        f"{team.name.replace('-', '_')}_{role}": scoped_persona(f"{team.name}-{role}", role, team)
+        for team in (team_a, team_b)
+        for role in ("operator", "approver")
+    }
     deployment = f.make_deployment(host, catalog["NVFP4"])
     snapshot = f.make_snapshot(host)
     change = change_services.change_request_create(
@@ -287,7 +352,7 @@ def world(viewer, operator, approver, outsider, admin_user) -> World:
     )  # fmt: skip
     delivery = notification_services.endpoint_send_test(actor=admin_user, endpoint=endpoint)
     token = token_services.token_create(user=operator, name="matrix").token
-    event = AuditEvent.objects.order_by("-seq").first()
+    event = AuditEvent.objects.filter(host_id=host.pk).order_by("-seq").first()
     assert event is not None and change.target_revision is not None
     profile = f.default_benchmark_profile()
     rollout = rollout_requests.rollout_create(
@@ -302,6 +367,7 @@ def world(viewer, operator, approver, outsider, admin_user) -> World:
             "operator": operator,
             "approver": approver,
             "admin": admin_user,
+            **scoped,
         },
         values={
             "name": host.name,
@@ -383,21 +449,6 @@ def token_caller(persona: str, user: User) -> Caller:
     return Caller(persona, "token", client)
 
 
-@pytest.fixture
-def private_queue() -> Iterator[str]:
-    """A queued "Probe now" lands on a queue of this test's own, deleted afterwards: the real
-    broker takes it, and no worker anywhere runs it."""
-    queue = f"matrix-{uuid.uuid4().hex[:12]}"
-    previous = app.conf.task_default_queue
-    app.conf.task_default_queue = queue
-    try:
-        yield queue
-    finally:
-        app.conf.task_default_queue = previous
-        with app.connection_for_write() as conn:
-            conn.default_channel.queue_delete(queue)
-
-
 # --- judging one answer --------------------------------------------------------------------------
 
 
@@ -438,8 +489,11 @@ def passed(response: HttpResponse, rule: Rule) -> bool:
     return not (rule.kind == "htmx" and response.get("HX-Redirect", "").startswith("/login"))
 
 
-def problem(caller: Caller, method: str, rule: Rule, response: HttpResponse) -> str | None:
-    """What is wrong with this answer, or None."""
+def problem(
+    caller: Caller, method: str, rule: Rule, response: HttpResponse, *, host_bound: bool = False
+) -> str | None:
+    """What is wrong with this answer, or None. `host_bound`: the URL names the world's host
+    or a row of it."""
     status = response.status_code
     if status >= 500:
         return "a server error"
@@ -461,9 +515,12 @@ def problem(caller: Caller, method: str, rule: Rule, response: HttpResponse) -> 
         if status == 405 or (not passes_any and status == 403):
             return None
         return "a method the URL should not answer"
+    hidden = host_bound and caller.persona in ELSEWHERE
     if caller.persona in holders:
+        if hidden:  # the role, but on another host group: the host does not exist for them
+            return None if status == 404 else "a host outside the scope answered other than 404"
         return None if passed(response, rule) else f"refused though it holds {least}"
-    if status == 403 or (rule.hides_existence and status == 404):
+    if status == 403 or ((rule.hides_existence or hidden) and status == 404):
         return None
     return f"not refused with 403 below {least}"
 
@@ -488,7 +545,7 @@ def run_matrix(routes_: list[Route], callers: dict[str, list[Caller]], world: Wo
                     if caller.via == "token" and rule.kind != "api":
                         continue
                     response = send(caller, method, path, rule)
-                    found = problem(caller, method, rule, response)
+                    found = problem(caller, method, rule, response, host_bound=route.host_bound)
                     if found:
                         problems.append(describe(caller, method, path, response, found))
     return problems
@@ -527,7 +584,8 @@ def test_the_admin_is_for_staff_only(world, callers):
     problems: list[str] = []
     for route in chosen:
         path = path_of(route, world)
-        for persona in PERSONAS:
+        # A role on one host group makes nobody staff: one such persona stands for them all.
+        for persona in (*PERSONAS[: PERSONAS.index("admin") + 1], IN_SCOPE[0]):
             # What matters is who gets in; GET and POST (with the CSRF token) are enough to say.
             for method in ("GET", "POST") if persona != "admin" else ("GET",):
                 for caller in only[persona]:
@@ -536,6 +594,71 @@ def test_the_admin_is_for_staff_only(world, callers):
                     if found:
                         problems.append(describe(caller, method, path, response, found))
     assert not problems, f"{len(problems)} answers break the table:\n" + "\n".join(problems)
+
+
+# --- host groups: lists, counts, searches, exports ------------------------------------------
+
+
+def body_text(response: HttpResponse) -> str:
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode()  # type: ignore[attr-defined]
+    return response.content.decode()
+
+
+# Where the world's host shows for whoever sees it: its row, its change, its events, its gauges.
+SHOWN_IN = (
+    "hosts:dashboard", "hosts:dashboard_rows", "deployments:changes", "deployments:approvals",
+    "audit:history", "audit:export_csv", "audit:export_jsonl", "monitoring:metrics",
+    "api:host-list", "api:deployment-list", "api:change-list", "api:audit-event-list",
+    "api:audit-export",
+)  # fmt: skip
+
+
+def test_people_of_another_group_never_see_the_host(world, callers):
+    """Every page and API answer that does not name the world's host (lists, counts, searches
+    for it, exports) says nothing of it to someone whose role holds on another group, and shows
+    it to someone whose role holds on its group."""
+    listing = [
+        r for r in routes()
+        if r.rule is not None and r.rule.kind in ("page", "htmx", "api")
+        and r.rule.methods.get("GET") == VIEWER and not r.host_bound
+    ]  # fmt: skip
+    assert {r.key for r in listing} >= set(SHOWN_IN)
+    problems = []
+    for route in listing:
+        rule = route.rule
+        assert rule is not None
+        # Searches for it: part of its name (the whole of it would be echoed in the search box)
+        # and its id, which the audit log's host filter takes.
+        for query in ("", "?q=pu-01&text=pu-01", f"?host={world.values['host_id']}"):
+            path = path_of(route, world) + query
+            for persona in (*IN_SCOPE, *ELSEWHERE):
+                for caller in callers[persona]:
+                    if caller.via == "token" and rule.kind != "api":
+                        continue
+                    response = send(caller, "GET", path, rule)
+                    body = body_text(response)
+                    if response.status_code != 200:
+                        problems.append(describe(caller, "GET", path, response, "not a list"))
+                    elif persona in ELSEWHERE and "gpu-01" in body:
+                        problems.append(describe(caller, "GET", path, response, "shows gpu-01"))
+                    elif (
+                        persona in IN_SCOPE
+                        and not query
+                        and route.key in SHOWN_IN
+                        and "gpu-01" not in body
+                    ):
+                        problems.append(describe(caller, "GET", path, response, "hides it"))
+    assert not problems, f"{len(problems)} answers break the scope:\n" + "\n".join(problems)
+
+
+def test_the_counts_are_the_scopes(world, callers):
+    waiting = {}
+    for persona in ("team_a_approver", "team_b_approver"):
+        session = next(c for c in callers[persona] if c.via == "session")
+        body = body_text(send(session, "GET", "/approvals/", RULES["deployments:approvals"]))
+        waiting[persona] = re.search(r'id="approvals-count">(\d+) waiting', body)[1]  # type: ignore[index]
+    assert waiting == {"team_a_approver": "1", "team_b_approver": "0"}
 
 
 # --- CSRF ----------------------------------------------------------------------------------------

@@ -112,6 +112,7 @@ class AuditEventList(APIView):
         query.is_valid(raise_exception=True)
         page = audit_selectors.events_page(
             filters=filters,
+            user=request.user,
             before=query.validated_data.get("before"),
             after=query.validated_data.get("after"),
             size=query.validated_data["page_size"],
@@ -133,7 +134,8 @@ class AuditEventDetail(APIView):
 
     @extend_schema(operation_id="audit_events_retrieve", summary="One event, with its hashes")
     def get(self, request: Request, seq: int) -> Response:
-        event = row_or_404(AuditEvent.objects.all(), seq, "event")
+        events = audit_selectors.events_in_scope(AuditEvent.objects.all(), user=request.user)
+        event = row_or_404(events, seq, "event")
         return Response(self.get_serializer(event).data)
 
 
@@ -171,7 +173,7 @@ class AuditExport(APIView):
     )
     def get(self, request: Request) -> StreamingHttpResponse:
         filters = event_filter(request)
-        rows = audit_selectors.events_export_rows(filters=filters)
+        rows = audit_selectors.events_export_rows(filters=filters, user=request.user)
         kind = request.accepted_renderer.format
         body: Iterator[str] = csv_lines(rows) if kind == "csv" else jsonl_lines(rows)
         response = StreamingHttpResponse(

@@ -1,9 +1,10 @@
 """python manage.py demo: the whole product on one machine, in the foreground.
 
-Migrates, creates the demo users, then runs a simulated fleet (registered), a Celery worker,
-Celery beat and the web server as child processes until Ctrl-C or SIGTERM (as Docker and
-systemd stop it). Every child stops with it, even if the demo itself is killed, and a second
-demo in the same project refuses to start while the first one runs.
+Migrates, creates the demo users and host groups, then runs a simulated fleet (registered, its
+hosts put in the groups `prod` and `team-a`), a Celery worker, Celery beat and the web server
+as child processes until Ctrl-C or SIGTERM (as Docker and systemd stop it). Every child stops
+with it, even if the demo itself is killed, and a second demo in the same project refuses to
+start while the first one runs.
 
 What it keeps between runs (its lock, the fleet's keys, beat's schedule and pid file, the
 fallback broker) lives in `.run/`, or in DEMO_RUN_DIR when that is set.
@@ -198,6 +199,7 @@ class Command(BaseCommand):
     def _banner(self, bind: str) -> None:
         self.stdout.write(self.style.SUCCESS(f"\nControl plane: http://{bind}/"))
         self.stdout.write("Demo logins (user / password / role):")
+        # Again now that the fleet is registered: this also puts its hosts in their groups.
         call_command("demo_users", stdout=self.stdout)
         self.stdout.write("Ctrl-C stops everything.\n")
 

@@ -1,5 +1,5 @@
 """python manage.py add_host NAME --address ADDR [--port 22] [--user root] [--key-file PATH]
-[--sudo] [--accept-host-key]"""
+[--sudo] [--accept-host-key] [--group NAME ...]"""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ class Command(BaseCommand):
             "--accept-host-key",
             action="store_true",
             help="pin the key the host presents now (audited); otherwise accept it in the UI",
+        )
+        parser.add_argument(
+            "--group",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="put the host in this host group (repeatable); an unknown group is created",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -66,7 +73,14 @@ class Command(BaseCommand):
                 services.host_key_accept(
                     host=host, key=presented, actor=SYSTEM_CLI, reason="add_host --accept-host-key"
                 )
+            try:
+                for group in dict.fromkeys(options["group"]):
+                    services.host_group_join(hosts=[host], name=group)
+            except services.HostRefused as exc:
+                raise CommandError(f"--group: {exc.message}") from exc
         self.stdout.write(f"Registered {host.name} ({host.username}@{host.address}:{host.port}).")
+        if options["group"]:
+            self.stdout.write(f"In host groups: {', '.join(sorted(set(options['group'])))}.")
         if presented:
             self.stdout.write(f"Pinned host key {host.host_key_fingerprint}.")
         else:
