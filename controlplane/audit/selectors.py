@@ -110,9 +110,7 @@ def event_scope_q(*, user: Any, seq_field: str, host_field: str = "host_id") -> 
     seen = scope.host_q(host_field)
     if not seen:  # every host
         return seen
-    unseen = AuditEventHost.objects.filter(seq=OuterRef(seq_field)).exclude(
-        scope.host_q("host_id")
-    )
+    unseen = AuditEventHost.objects.filter(seq=OuterRef(seq_field)).exclude(scope.host_q("host_id"))
     return Q(seen | Q(**{f"{host_field}__isnull": True}), ~Exists(unseen))
 
 
