@@ -22,9 +22,11 @@ def test_a_user_signs_in_through_the_providers_login_page(live_server, sso, sett
     settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = client_id, secret
     team_a = HostGroup.objects.create(name="team-a")
     team_a.hosts.add(f.make_host("gpu-01", port=1))
+    prod = HostGroup.objects.create(name="prod")
+    prod.hosts.add(f.make_host("gpu-09", port=1))
     GroupRoleMapping.objects.create(idp_group="gpu-ops", role=OPERATOR, host_group=team_a)
-    GroupRoleMapping.objects.create(idp_group="readers", role=VIEWER)
-    sso.account("tess", password=PASSWORD, groups=["gpu-ops", "readers"])
+    GroupRoleMapping.objects.create(idp_group="prod-readers", role=VIEWER, host_group=prod)
+    sso.account("tess", password=PASSWORD, groups=["gpu-ops"])
 
     page.goto(f"{live_server.url}/changes/")
     page.wait_for_url(f"{live_server.url}/login/?next=/changes/")
@@ -42,7 +44,13 @@ def test_a_user_signs_in_through_the_providers_login_page(live_server, sso, sett
 
     page.wait_for_url(f"{live_server.url}/changes/")
     expect(page.locator("header .who")).to_contain_text("sso:tess")
-    expect(page.locator("header .who")).to_contain_text("operator, viewer")
+    expect(page.locator("header .who")).to_contain_text("operator on team-a")
+    # Only the hosts of the groups the provider says tess is in: team-a's, not prod's.
+    page.goto(f"{live_server.url}/")
+    expect(page.locator("table#fleet")).to_contain_text("gpu-01")
+    expect(page.locator("table#fleet")).not_to_contain_text("gpu-09")
+    assert page.goto(f"{live_server.url}/hosts/gpu-09/").status == 404
+    page.goto(f"{live_server.url}/")
     assert secret not in page.content()
     login = AuditEvent.objects.get(action=AuditAction.AUTH_LOGIN)
     assert login.data["actor_identity"] == {"issuer": sso.issuer, "subject": "tess"}
