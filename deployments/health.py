@@ -28,15 +28,32 @@ from typing import Any
 from hosts.choices import READ_STATUSES, HostKeyStatus, Verdict
 from hosts.choices import VERDICT_SEVERITY as SEVERITY
 from hosts.probe_sections import GPU_DETAILS, GPUS
-from hosts.state import HostState, IntegrityReport
+from hosts.state import HostState
 
 from .choices import ChangeStatus
 from .engine_faults import ServingUnit, engine_reasons, not_serving_reasons
 from .gpu_faults import diagnostic_reasons, gpu_fault_reasons
-from .unit_files.serving_plan import ServingPlan
+from .health_evidence import (
+    ChangeOutcome,
+    Evaluation,
+    HostEvidence,
+    RunningChange,
+    SnapshotFacts,
+    UnitEvidence,
+)
 from .verdict_table import Reason
 
-__all__ = ["HealthVerdict", "HostEvidence", "Reason", "evaluate"]
+__all__ = [
+    "ChangeOutcome",
+    "Evaluation",
+    "HealthVerdict",
+    "HostEvidence",
+    "Reason",
+    "RunningChange",
+    "SnapshotFacts",
+    "UnitEvidence",
+    "evaluate",
+]
 
 HEALTHY, CHANGING, DEGRADED, UNKNOWN, FAILED = (
     Verdict.HEALTHY,
@@ -47,90 +64,6 @@ HEALTHY, CHANGING, DEGRADED, UNKNOWN, FAILED = (
 )
 # A snapshot older than this many probe intervals (plus a minute) no longer tells the truth.
 STALE_INTERVALS = 3
-
-
-@dataclass(frozen=True)
-class ChangeOutcome:
-    pk: int
-    kind: str  # as people read it: "model swap"
-    status: str
-    reason: str
-    by: str
-    finished_at: dt.datetime | None
-    # Its kind leaves the unit inactive when it succeeds (deployments.kinds: a stop).
-    leaves_unit_stopped: bool = False
-
-
-@dataclass(frozen=True)
-class RunningChange:
-    """The change job running on the unit now, and what it may leave on the host on its way:
-    the unit files and models of its target revision and of the one it replaces (a failed
-    verification puts that one back)."""
-
-    pk: int
-    kind: str  # as people read it: "model swap"
-    by: str
-    started_at: dt.datetime | None
-    unit_sha256s: frozenset[str] = frozenset()
-    models: frozenset[str] = frozenset()
-
-    @property
-    def said(self) -> str:
-        return f"change #{self.pk} ({self.kind})"
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """The latest coherence suite / benchmark of the serving revision, against its baseline."""
-
-    coherent: bool | None = None
-    failures: tuple[str, ...] = ()
-    throughput_ratio: float | None = None  # measured / the revision's own baseline
-    at: dt.datetime | None = None
-
-
-@dataclass(frozen=True)
-class UnitEvidence:
-    unit: str
-    model_label: str  # "moonshotai/Kimi-K2.5 (INT4)"
-    plan: ServingPlan | None  # what the deployed revision serves
-    expected_unit_sha256: str | None
-    last_change: ChangeOutcome | None = None
-    integrity: IntegrityReport | None = None
-    evaluation: Evaluation | None = None
-    running: RunningChange | None = None  # the change job running on this unit now
-    load_timeout_seconds: int = 900  # how long its model may take to load (Deployment's)
-    # The GPUs the deployment declares (tensor-parallel size), for a unit with no revision yet.
-    declared_gpus: int = 0
-
-    @property
-    def gpus_needed(self) -> int:
-        return self.plan.gpus_needed if self.plan is not None else self.declared_gpus
-
-
-@dataclass(frozen=True)
-class SnapshotFacts:
-    pk: int
-    status: str
-    taken_at: dt.datetime
-    error: str
-    state: HostState
-
-
-@dataclass(frozen=True)
-class HostEvidence:
-    name: str
-    key_status: str  # hosts.choices.HostKeyStatus
-    probe_interval_seconds: int
-    now: dt.datetime
-    snapshot: SnapshotFacts | None
-    last_good: SnapshotFacts | None = None
-    units: tuple[UnitEvidence, ...] = ()
-    # The ok or partial snapshot before `snapshot`, where a rule compares two probes (NVLink
-    # counters, a stalled engine); None where none is needed or there is none.
-    previous: SnapshotFacts | None = None
-    # The newest snapshot holding DCGM's diagnostic, weighed until the next one.
-    gpu_diagnostic: SnapshotFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -174,8 +107,14 @@ def _age(now: dt.datetime, then: dt.datetime) -> str:
 def _host_reasons(evidence: HostEvidence) -> list[Reason]:
     """Whether the control plane can see the host at all."""
     if evidence.key_status == HostKeyStatus.CHANGED:
-        return [Reason(FAILED, "host_key_changed", "the host key changed: every command is "
-                       "blocked until an administrator accepts the new key")]  # fmt: skip
+        return [
+            Reason(
+                FAILED,
+                "host_key_changed",
+                "the host key changed: every command is "
+                "blocked until an administrator accepts the new key",
+            )
+        ]
     if evidence.key_status == HostKeyStatus.UNKNOWN:
         return [Reason(UNKNOWN, "host_key_unknown", "the host key is not accepted yet")]
     snapshot = evidence.snapshot
@@ -194,8 +133,14 @@ def _host_reasons(evidence: HostEvidence) -> list[Reason]:
         return [Reason(UNKNOWN, snapshot.status, f"{text}{known}{detail}")]
     limit = dt.timedelta(seconds=STALE_INTERVALS * evidence.probe_interval_seconds + 60)
     if now - snapshot.taken_at > limit:
-        return [Reason(UNKNOWN, "stale", f"no snapshot for {_age(now, snapshot.taken_at)} "
-                       f"(probes every {evidence.probe_interval_seconds} s)")]  # fmt: skip
+        return [
+            Reason(
+                UNKNOWN,
+                "stale",
+                f"no snapshot for {_age(now, snapshot.taken_at)} "
+                f"(probes every {evidence.probe_interval_seconds} s)",
+            )
+        ]
     return []
 
 
@@ -212,8 +157,13 @@ def _running_reasons(evidence: HostEvidence) -> list[Reason]:
             since = (
                 f" since {change.started_at:%H:%M:%S} UTC ({_age(evidence.now, change.started_at)})"
             )
-        reasons.append(Reason(CHANGING, "change_running", f"{change.said} is running on "
-                              f"{unit.unit}{since}, requested by {change.by}"))  # fmt: skip
+        reasons.append(
+            Reason(
+                CHANGING,
+                "change_running",
+                f"{change.said} is running on {unit.unit}{since}, requested by {change.by}",
+            )
+        )
     return reasons
 
 
@@ -259,15 +209,21 @@ def _service_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
     if active in {"inactive", "deactivating"}:
         change = unit.last_change
         if unit.running is not None:
-            return [Reason(CHANGING, "service_changing", f"{name} is {active} while "
-                           f"{unit.running.said} runs")]  # fmt: skip
+            return [
+                Reason(
+                    CHANGING,
+                    "service_changing",
+                    f"{name} is {active} while {unit.running.said} runs",
+                )
+            ]
         if (
             change is not None
             and change.leaves_unit_stopped
             and change.status == ChangeStatus.SUCCEEDED
         ):
-            return [Reason(DEGRADED, "stopped", f"{name} stopped by change #{change.pk} "
-                           f"({change.by})")]  # fmt: skip
+            return [
+                Reason(DEGRADED, "stopped", f"{name} stopped by change #{change.pk} ({change.by})")
+            ]
         return [Reason(FAILED, "service_inactive", f"{name} is {active}")]
     if active == "activating" or not state.server(name).healthy:
         serving = ServingUnit(
@@ -284,8 +240,13 @@ def _gpu_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
     reasons = []
     needed = unit.plan.gpus_needed if unit.plan is not None else 0
     if state.gpus and len(state.gpus) < needed:
-        reasons.append(Reason(FAILED, "gpus_missing", f"{len(state.gpus)} GPUs visible; "
-                              f"{unit.unit} needs {needed}"))  # fmt: skip
+        reasons.append(
+            Reason(
+                FAILED,
+                "gpus_missing",
+                f"{len(state.gpus)} GPUs visible; {unit.unit} needs {needed}",
+            )
+        )
     foreign = {a.pid: a for apps in state.foreign_processes(unit.unit).values() for a in apps}
     if foreign:
         shown = ", ".join(
@@ -294,9 +255,12 @@ def _gpu_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
         )
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         reasons.append(
-            Reason(DEGRADED, "foreign_gpu_processes", f"GPU processes outside {unit.unit}: "
-                   f"{shown}{more}")
-        )  # fmt: skip
+            Reason(
+                DEGRADED,
+                "foreign_gpu_processes",
+                f"GPU processes outside {unit.unit}: {shown}{more}",
+            )
+        )
     return reasons
 
 
@@ -328,8 +292,14 @@ def _drift_reasons(unit: UnitEvidence, state: HostState) -> list[Reason]:
         and plan.model not in server.model_roots
         and not (running is not None and running.models & set(server.model_roots))
     ):
-        reasons.append(Reason(FAILED, "model_drift", f"serves {', '.join(server.model_roots)}; "
-                              f"the deployed revision serves {plan.model}"))  # fmt: skip
+        reasons.append(
+            Reason(
+                FAILED,
+                "model_drift",
+                f"serves {', '.join(server.model_roots)}; "
+                f"the deployed revision serves {plan.model}",
+            )
+        )
     return reasons
 
 
@@ -342,13 +312,17 @@ def _integrity_reasons(unit: UnitEvidence) -> list[Reason]:
     if report.clean:
         return []
     parts = []
-    for label, files in (("modified", report.modified), ("missing", report.missing),
-                         ("added", report.added)):  # fmt: skip
+    for label, files in (
+        ("modified", report.modified),
+        ("missing", report.missing),
+        ("added", report.added),
+    ):
         if files:
             parts.append(f"{len(files)} {label} ({', '.join(files[:2])})")
     engine = f"{report.dist} {report.version}" if report.dist else "the engine"
-    return [Reason(DEGRADED, "engine_patched", f"{engine} differs from its install: "
-                   f"{'; '.join(parts)}")]  # fmt: skip
+    return [
+        Reason(DEGRADED, "engine_patched", f"{engine} differs from its install: {'; '.join(parts)}")
+    ]
 
 
 def _change_reasons(unit: UnitEvidence) -> list[Reason]:
@@ -359,11 +333,17 @@ def _change_reasons(unit: UnitEvidence) -> list[Reason]:
     if change.status == ChangeStatus.FAILED:
         return [Reason(FAILED, "change_failed", f"{said} failed: {change.reason[:200]}")]
     if change.status == ChangeStatus.ROLLED_BACK:
-        return [Reason(DEGRADED, "change_rolled_back", f"{said} was rolled back: "
-                       f"{change.reason[:200]}")]  # fmt: skip
+        return [
+            Reason(DEGRADED, "change_rolled_back", f"{said} was rolled back: {change.reason[:200]}")
+        ]
     if change.status == ChangeStatus.INTERRUPTED:
-        return [Reason(DEGRADED, "change_interrupted", f"{said} was interrupted; check the "
-                       "host before the next change")]  # fmt: skip
+        return [
+            Reason(
+                DEGRADED,
+                "change_interrupted",
+                f"{said} was interrupted; check the host before the next change",
+            )
+        ]
     return []
 
 
@@ -377,6 +357,11 @@ def _evaluation_reasons(unit: UnitEvidence) -> list[Reason]:
         reasons.append(Reason(FAILED, "incoherent", f"{unit.model_label} failed {failed}"))
     ratio = evaluation.throughput_ratio
     if ratio is not None and ratio < 0.9:
-        reasons.append(Reason(DEGRADED, "slow", f"{unit.model_label} serves {ratio:.0%} of its "
-                              "revision's baseline throughput"))  # fmt: skip
+        reasons.append(
+            Reason(
+                DEGRADED,
+                "slow",
+                f"{unit.model_label} serves {ratio:.0%} of its revision's baseline throughput",
+            )
+        )
     return reasons
