@@ -15,7 +15,7 @@ PG_URL := postgres://postgres@127.0.0.1:5432/controlplane
 # process with nothing else competing for the CPU; exit status 5 there means none was selected.
 PYTEST_WORKERS ?= auto
 
-.PHONY: install run test quick lint typecheck pytest chromium visudo prometheus rsyslog compose-check real-engine-env oidc-provider clean
+.PHONY: install run test quick docs docs-check lint typecheck pytest chromium visudo prometheus rsyslog compose-check real-engine-env oidc-provider clean
 
 install: $(STAMP)
 
@@ -78,6 +78,24 @@ compose-check:
 	docker-compose -f docker-compose.yml --profile production config -q
 	@echo "docker-compose.yml is valid (demo and production profiles)"
 
+# The docs site (mkdocs.yml, docs/). `make docs` serves it with live reload; `make docs-check`
+# builds it into site/ with --strict, so a link to a page, file or heading that does not exist
+# (mkdocs.yml's `validation:`), or an included file that is missing, fails the build.
+# (Not --quiet: it hides the warnings that --strict counts, and the build then passes.) Material
+# 9.x prints a banner on every build that it reaches end of life in May 2027; said here, once.
+DOCS_PORT ?= 8001
+DOCS_ENV := NO_MKDOCS_2_WARNING=1
+docs: install
+	@if (exec 3<>/dev/tcp/127.0.0.1/$(DOCS_PORT)) 2>/dev/null; then \
+	  echo "port $(DOCS_PORT) is taken: stop what holds it, or \`make docs DOCS_PORT=$$(($(DOCS_PORT) + 1))\`" >&2; \
+	  exit 1; fi
+	@echo "The docs: http://127.0.0.1:$(DOCS_PORT)/ (rebuilt as pages change; Ctrl-C stops)"
+	$(DOCS_ENV) $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-check: install
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+	@echo "docs: built into site/ (open site/index.html), every link and anchor resolved"
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -113,14 +131,14 @@ pytest: install chromium visudo prometheus rsyslog real-engine-env oidc-provider
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not realtime" $(PYTEST_ARGS) || exit $$?; \
 	$(BIN)/pytest -m realtime $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
 
-test: lint typecheck compose-check pytest
+test: lint typecheck docs-check compose-check pytest
 
-# The inner loop: lint, types and the tests that need neither a simulated fleet, a browser, a
+# The inner loop: lint, types, the docs and the tests that need neither a simulated fleet, a browser, a
 # fault injected nor a real engine; no apt-get, no root. Under a minute on two cores; `make
 # test` is still what CI runs.
 QUICK_MARKERS := not integration and not browser and not chaos and not realtime and not real_engine
-quick: lint typecheck oidc-provider
+quick: lint typecheck docs-check oidc-provider
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .run db.sqlite3 .mypy_cache .ruff_cache .pytest_cache $(OIDC_PROVIDER)/node_modules
+	rm -rf $(VENV) .run site db.sqlite3 .mypy_cache .ruff_cache .pytest_cache $(OIDC_PROVIDER)/node_modules

@@ -18,7 +18,8 @@ from tests import factories as f
 
 from .test_health import NOW, evidence, verdict_of, with_server
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+# The docs page that holds the table (README.md before the docs site).
+VERDICTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "verdicts.md"
 
 
 def details(index: int = 0, **fields: Any) -> dict[str, Any]:
@@ -268,9 +269,9 @@ def test_an_engine_whose_processes_nvidia_smi_cannot_see_is_not_called_gone() ->
     assert verdict_of(evidence(parsed)) == ("healthy", set())
 
 
-def test_the_readme_documents_every_row() -> None:
-    text = README.read_text()
-    section = text.split("### What the verdict says about GPU and engine faults", 1)[1]
+def test_the_docs_document_every_row() -> None:
+    text = VERDICTS_PAGE.read_text()
+    section = text.split("## What the verdict says about GPU and engine faults", 1)[1]
     section = section.split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M))
     assert documented == {row.code for row in ROWS}
