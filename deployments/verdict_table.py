@@ -1,8 +1,9 @@
 """What the verdict says about each GPU and engine fault a probe can see, and why: one table.
 
 deployments.gpu_faults and deployments.health find the facts; the level of each comes from
-here, and the README's "What the verdict says about GPU and engine faults" is this table in
-prose (tests/deployments/test_verdict_table.py keeps the two in step and has a case per row).
+here, and docs/reference/verdicts.md's "What the verdict says about GPU and engine faults" is
+this table in prose (tests/deployments/test_verdict_table.py keeps the two in step and has a
+case per row).
 A row whose level is None is shown on the host page and weighed nowhere.
 """
 

@@ -214,7 +214,8 @@ class ProbeSpec:
     servers: tuple[ServerSpec, ...] = field(default_factory=tuple)
     integrity: bool = False
     # Environment files are usually root-only and the journal needs a privileged group: on
-    # hosts that say so, read those two under `sudo -n` (the README's sudoers entry).
+    # hosts that say so, read those two under `sudo -n` (the sudoers entry in
+    # docs/operations/hosts.md).
     sudo: bool = False
     # DCGM's diagnostic at this level (DIAGNOSTIC_LEVELS), on an operator's request; 0: none.
     gpu_diagnostic: int = 0

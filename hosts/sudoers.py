@@ -4,7 +4,7 @@ Lines with exact arguments (reading an environment file, the engine repair's pip
 the builders that make the commands, so the two cannot drift apart; lines whose arguments vary
 (`systemctl show`, the journal) end in sudo's `*`. Simulated hosts enforce the entry, and
 tests/security/test_sudoers.py runs a whole flow against it: a command sent under sudo that
-the entry does not allow fails the tests until it is added here (and to the README).
+the entry does not allow fails the tests until it is added here (and to docs/operations/hosts.md).
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from .selectors import latest_integrity_snapshot
 from .services.probe_spec import environment_paths, last_seen_state
 
 SUDOERS_PATH = "/etc/sudoers.d/controlplane"
-# The units the control plane may act on. sudo's `*` also matches spaces: see the README.
+# The units the control plane may act on. sudo's `*` also matches spaces: see
+# docs/operations/hosts.md.
 UNIT_PATTERN = "vllm-*.service"
 # Where sudo's secure_path finds the programs the control plane names without a path (Debian
 # and Ubuntu); sudoers names programs by their full path.
 BIN_DIR = "/usr/bin"
 
-# What the README shows: the demo fleet's environment file and a deployment's default engine.
+# What docs/operations/hosts.md shows: the demo fleet's environment file and a deployment's
+# default engine.
 EXAMPLE_USER = "deploy"
 EXAMPLE_ENVIRONMENT_FILES = ("/etc/vllm/kimi-k25.env",)
 EXAMPLE_ENGINE_PYTHON = "/opt/vllm/.venv/bin/python3"
@@ -114,7 +116,7 @@ def sudoers_entry(
 
 
 def example_entry(user: str = EXAMPLE_USER) -> str:
-    """The README's entry: the demo fleet's environment file, the default engine install."""
+    """The docs' entry: the demo fleet's environment file, the default engine install."""
     return sudoers_entry(
         user=user, environment_files=EXAMPLE_ENVIRONMENT_FILES, engines=EXAMPLE_ENGINES
     )

@@ -57,7 +57,8 @@ RESERVED: dict[str, str] = {
 }
 
 # Why a change to a flag needs a second person, in the words the approver reads. The categories
-# (the README lists them under "What serves is what was approved"); every option of the pinned
+# (docs/reference/change-kinds.md lists them under "What serves is what was approved"); every
+# option of the pinned
 # vLLM was read for them (tests/deployments/test_engine_flags_capture.py holds the tables to
 # its parser's capture, tests/real_engine/captures/vllm-0.32.0-flags.json).
 _CODE = "imports and runs Python code named in its value"
@@ -84,7 +85,7 @@ _CALLERS = "trusts what API callers send (only for trusted callers, says vLLM)"
 _LOGS_PROMPTS = "writes callers' prompts or outputs to the journal"
 _ACCESS_LOG = "hides requests from the server's access log"
 
-# flag -> why a change to it needs a second person. Documented in the README.
+# flag -> why a change to it needs a second person. Documented in docs/reference/change-kinds.md.
 SENSITIVE: dict[str, str] = {
     # Code the engine imports and runs.
     "--trust-remote-code": "runs Python code shipped with the model repository",

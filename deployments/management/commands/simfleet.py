@@ -46,7 +46,7 @@ ENGINE_PYTHON = "/opt/vllm/.venv/bin/python3"  # the engine's Python on every si
 def _sudoers_entry() -> str:
     """The entry an operator installs on each host (hosts.sudoers), for the user the fleet is
     registered as. The hosts refuse, as sudo does, whatever it does not allow, so the demo runs
-    on the same terms as a real host set up from the README."""
+    on the same terms as a real host set up as docs/operations/hosts.md says."""
     engines = [
         EngineInstall(python=ENGINE_PYTHON, version=catalog.VLLM_VERSION, source=source)
         for source in ("", catalog.WHEEL_DIR)

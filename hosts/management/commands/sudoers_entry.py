@@ -13,8 +13,8 @@ from hosts.models import Host
 class Command(BaseCommand):
     help = (
         f"Print the {sudoers.SUDOERS_PATH} entry: what the control plane runs under `sudo -n`. "
-        "Without --host, the README's example (the demo fleet's environment file and the "
-        "default engine install)."
+        "Without --host, the example docs/operations/hosts.md shows (the demo fleet's "
+        "environment file and the default engine install)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
