@@ -14,8 +14,10 @@ from controlplane.accounts.models import HostGroup
 from controlplane.cli.exits import ExitCode
 from deployments.models import Rollout
 from deployments.rollouts import requests as rollout_requests
-from deployments.rollouts.choices import RolloutStatus
+from deployments.rollouts.choices import RolloutHostStatus, RolloutStatus
 from tests import factories as f
+
+SWAP = "model_swap to moonshotai/Kimi-K2.5 (INT4)"
 
 
 @pytest.fixture
@@ -148,7 +150,7 @@ def test_a_rejected_rollout_and_an_aborted_one_watch_to_the_refused_code(
     assert ran.code == ExitCode.REFUSED, ran
 
 
-def test_bad_input_is_the_refused_code_with_the_servers_words(cpctl_as, operator, prod):
+def test_bad_input_is_the_refused_code_with_the_servers_words(cpctl_as, operator, prod, tmp_path):
     cpctl = cpctl_as(operator)
 
     def create(*args: str):
@@ -163,7 +165,9 @@ def test_bad_input_is_the_refused_code_with_the_servers_words(cpctl_as, operator
     assert ran.code == ExitCode.REFUSED, ran
     assert ran.json() == {"host_group": ["Object with name=staging does not exist."]}
 
-    ran = create("--host", "gpu-01", "--host", "gpu-09")
+    listed = tmp_path / "hosts.txt"
+    listed.write_text("gpu-01\n# gpu-02 is being reseated\ngpu-09  # a typo\n")
+    ran = create("--hosts-file", str(listed))
     assert ran.code == ExitCode.REFUSED and "No such host: gpu-09." in ran.err, ran
     ran = create("--host-group", "prod", "--wave-size", "0")
     assert ran.code == ExitCode.REFUSED, ran
@@ -220,3 +224,42 @@ def test_a_server_that_predates_rollouts_says_so(cpctl_as, viewer):
     assert ran.json() == {"detail": "no such endpoint", "code": "no_endpoint"}, ran
     ran = cpctl("rollouts", "watch", "1")
     assert ran.code == ExitCode.NOT_FOUND and "this server has no rollouts" in ran.err, ran
+
+
+def test_an_aborted_rollout_is_watched_until_the_change_under_way_ends(
+    cpctl_as, operator, approver, prod, catalog, private_queue
+):
+    """Aborting starts no other host, and a change already running finishes by itself: watch
+    follows it to its end before it says how the rollout ended."""
+    from deployments.rollouts import decisions, orchestrator
+    from tests.deployments.rollouts.conftest import end_change, fresh, take_turns
+
+    hosts = list(prod.hosts.order_by("name"))
+    for host in hosts:
+        fresh(host)  # a snapshot and the verdict decided on it, as a probe leaves them
+    rollout = rollout_requests.rollout_create(
+        user=operator, kind="model_swap", model=catalog["INT4"], hosts=hosts,
+        reason="INT4 serves more tokens per second", wave_size=1, max_down=1,
+    )  # fmt: skip
+    decisions.rollout_approve(rollout=rollout, approver=approver, reason="the canary will tell")
+    [canary] = take_turns(rollout)  # a worker's look: the canary's change is requested
+    assert canary.status == RolloutHostStatus.RUNNING and canary.change is not None
+
+    cpctl = cpctl_as(operator)
+    ran = cpctl("rollouts", "abort", str(rollout.pk), "--reason", "the build was pulled")
+    assert ran.code == 0, ran
+    ran = cpctl("rollouts", "watch", str(rollout.pk), "--interval", "0.2", "--timeout", "1")
+    assert ran.code == ExitCode.UNFINISHED, ran
+    assert (
+        f"rollout #{rollout.pk}: aborted: the build was pulled; the changes under way end by "
+        f"themselves: gpu-01: running (change #{canary.change_id})"
+    ) in ran.out, ran
+
+    end_change(canary.change)
+    orchestrator.rollout_sync(rollout_id=rollout.pk)
+    ran = cpctl("rollouts", "watch", str(rollout.pk))
+    assert ran.code == ExitCode.REFUSED, ran
+    lines = ran.out.splitlines()
+    assert f"  gpu-01: succeeded (change #{canary.change_id})" in lines, ran
+    assert "  not reached: gpu-02" in lines, ran  # wave 2 never started
+    assert lines[-1] == f"rollout #{rollout.pk} {SWAP}: aborted: the build was pulled", ran
