@@ -263,3 +263,28 @@ def test_an_aborted_rollout_is_watched_until_the_change_under_way_ends(
     assert f"  gpu-01: succeeded (change #{canary.change_id})" in lines, ran
     assert "  not reached: gpu-02" in lines, ran  # wave 2 never started
     assert lines[-1] == f"rollout #{rollout.pk} {SWAP}: aborted: the build was pulled", ran
+
+
+def test_an_approval_says_which_hosts_it_left_out_and_why(
+    cpctl_as, approver, waiting, private_queue
+):
+    """The approval binds what each host serves now; a host whose newest snapshot is not ok is
+    skipped, and cpctl says so where the approver looks: the answer, and the table."""
+    from hosts.models import Host
+
+    f.make_snapshot(Host.objects.get(name="gpu-02"), status="unreachable", age=0.5)
+    cpctl = cpctl_as(approver)
+    ran = cpctl("rollouts", "approve", str(waiting.pk), "--reason", "gpu-01 first")
+    assert ran.code == 0, ran
+    first, skipped = ran.out.splitlines()
+    assert first == f"rollout #{waiting.pk} restart: approved", ran
+    assert skipped.startswith("  gpu-02: skipped: not reviewable when the rollout was approved"), (
+        ran
+    )
+    ran = cpctl("rollouts", "show", str(waiting.pk))
+    assert re.search(
+        r"^wave 2\s+gpu-02\s+\S+\s+skipped\s+-\s+-\s+-\s+not reviewable when", ran.out, re.M
+    ), ran
+    assert re.search(
+        r"^approval\s+approved by anna at .*Z: gpu-01 first \(to start by ", ran.out, re.M
+    )
