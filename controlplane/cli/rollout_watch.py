@@ -126,12 +126,12 @@ class Progress:
 
     def _waves(self, rollout: dict[str, Any]) -> Iterator[str]:
         hosts = sorted(rollout.get("hosts") or [], key=lambda h: h["wave"])
+        moved = set()
         for host in hosts:
             before = self.wave_of.get(host["host"])
             self.wave_of[host["host"]] = host["wave"]
-            if before is not None and before != host["wave"] and started(rollout, host["wave"]):
-                # A skipped canary proved nothing: the server makes the next host the canary.
-                yield f"  {host['host']}: moved to {wave_label(host['wave'])}"
+            if before is not None and before != host["wave"]:
+                moved.add(host["host"])
         for wave in sorted({h["wave"] for h in hosts}):
             if not started(rollout, wave):
                 continue
@@ -142,6 +142,9 @@ class Progress:
             for host in hosts:
                 if host["wave"] == wave:
                     yield from self._host(host)
+                    if host["host"] in moved:
+                        # A skipped canary proved nothing: the next host becomes the canary.
+                        yield f"  {host['host']}: moved to {wave_label(wave)}"
 
     def _host(self, host: dict[str, Any], *, pending: bool = False) -> Iterator[str]:
         seen = (host["status"], host.get("change"), host.get("rollback_change"))
