@@ -17,11 +17,13 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # a bad command line or configuration (Click's own code for usage errors)
     AUTH = 3  # 401: no valid token; 403: this user may not (a role, the two-person rule)
     NOT_FOUND = 4  # 404: no such host, change, snapshot, token; or an endpoint this server lacks
-    REFUSED = 5  # 400/409: invalid input or a conflict; a watched change rejected or cancelled
+    REFUSED = 5  # 400/409: invalid input or a conflict; a watched change or rollout said no to
+    # (a change rejected or cancelled, a rollout rejected or aborted)
     STALE = 6  # the snapshot the decision rests on is too old or superseded (code `stale`)
     DRIFT = 7  # the host changed materially (code `drifted`, a job that drifted, a diff)
-    FAILED = 8  # a job failed, rolled back or was interrupted; a probe or verification failed
-    UNFINISHED = 9  # `watch --timeout` passed before the change finished
+    FAILED = 8  # a job failed, rolled back or was interrupted; a probe or verification failed;
+    # a rollout halted (its failed wave rolled back) or failed
+    UNFINISHED = 9  # `watch --timeout` passed before the change or rollout finished
     UNREACHABLE = 10  # no answer: connection refused, timed out, or 502/503/504
 
 
@@ -69,3 +71,20 @@ OUTCOMES = {
 
 def outcome(status: str) -> ExitCode:
     return OUTCOMES.get(status, ExitCode.ERROR)
+
+
+# What the end of a watched rollout means. `halted`: a wave failed a check and was rolled back
+# (the server's "halted and rolled back"); `failed`: it stopped because its approval no longer
+# held. Aborted and rejected: a person said no. Whether it has ended is, again, the server's
+# word (`finished_at`, on the rollout and on each of its hosts).
+ROLLOUT_OUTCOMES = {
+    "succeeded": ExitCode.OK,
+    "halted": ExitCode.FAILED,
+    "failed": ExitCode.FAILED,
+    "aborted": ExitCode.REFUSED,
+    "rejected": ExitCode.REFUSED,
+}
+
+
+def rollout_outcome(status: str) -> ExitCode:
+    return ROLLOUT_OUTCOMES.get(status, ExitCode.ERROR)

@@ -37,7 +37,8 @@ COMPLETION_VAR = "_CPCTL_COMPLETE"
 @click.version_option(package_name="gpu-controlplane", prog_name="cpctl")
 def cli() -> None:
     """Command-line client of the GPU control plane's API: hosts, snapshots, changes (request,
-    approve, watch), the audit log and your API tokens, under the same rules as the pages."""
+    approve, watch), rollouts, the audit log and your API tokens, under the same rules as the
+    pages."""
 
 
 @cli.command("completion")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
 from tabulate import tabulate
+
+# An ISO 8601 timestamp: to the second, a fraction (dropped), the zone.
+TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?")
 
 
 def emit_json(value: Any) -> None:
@@ -49,10 +53,12 @@ def when(value: str | None) -> str:
     """An API timestamp (ISO 8601, UTC) to the second."""
     if not value:
         return "-"
-    text = value.replace("T", " ")
-    if "." in text:
-        text = text.split(".", 1)[0] + ("Z" if value.endswith("Z") else "")
-    return text
+    found = TIMESTAMP.fullmatch(value)
+    if found is None:
+        return value
+    seconds, zone = found.groups()
+    # DRF writes UTC as "Z", a serializer's own isoformat() as "+00:00": both are said as Z.
+    return seconds.replace("T", " ") + ("Z" if zone in ("Z", "+00:00") else zone or "")
 
 
 def age(seconds: float | None) -> str:

@@ -21,7 +21,7 @@ from controlplane.api.pagination import NewestIdPagination
 from controlplane.api.views.base import APIView, row_or_404
 from deployments.models import BenchmarkProfile, ModelArtifact, Rollout, RolloutHost
 from deployments.rollouts import access, decisions, requests, selectors
-from deployments.rollouts.choices import ROLLOUT_KINDS, WaveUnit
+from deployments.rollouts.choices import ROLLOUT_KINDS, RolloutStatus, WaveUnit
 from deployments.unit_files.engine_flags import EngineArgRefused, check_extra_args
 from hosts.scope import hosts_visible
 
@@ -91,6 +91,10 @@ class RolloutCreateSerializer(serializers.Serializer):
         data["model"] = data.pop("model_id", None)
         data["benchmark_profile"] = data.pop("benchmark_profile_id", None)
         return {**data, "hosts": hosts}
+
+
+class RolloutFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=RolloutStatus.choices, required=False)
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -191,11 +195,14 @@ class RolloutList(APIView):
     required_roles = {"POST": OPERATOR}
 
     def get_queryset(self) -> QuerySet[Rollout]:
-        return selectors.rollouts_visible(self.request.user)
+        filters = RolloutFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return selectors.rollouts_filtered(user=self.request.user, **filters.validated_data)
 
     @extend_schema(
         operation_id="rollouts_list",
         summary="Rollouts, newest first, each with every host's state",
+        parameters=[RolloutFilterSerializer],
         responses=RolloutSerializer(many=True),
     )
     def get(self, request: Request) -> Response:

@@ -39,6 +39,12 @@ def rollouts_visible(user: Any) -> QuerySet[Rollout]:
     )
 
 
+def rollouts_filtered(*, user: Any, status: str = "") -> QuerySet[Rollout]:
+    """The rollouts `user` sees (rollouts_visible), of one status when asked."""
+    rollouts = rollouts_visible(user)
+    return rollouts.filter(status=status) if status else rollouts
+
+
 def rollout_for_user(*, user: Any, pk: int) -> Rollout | None:
     return rollouts_visible(user).filter(pk=pk).first()
 

@@ -90,3 +90,21 @@ def test_abort_needs_a_reason(api_for, operator, hosts, catalog) -> None:
     again = client.post(f"/api/v1/rollouts/{made['id']}/pause/", {}, format="json")
     assert again.status_code == 409 and refusal(again)["code"] == "conflict"
     assert client.get("/api/v1/rollouts/99999/").status_code == 404
+
+
+def test_the_list_filters_by_status(api_for, operator, hosts, catalog) -> None:
+    client = api_for(operator)
+    aborted = client.post("/api/v1/rollouts/", request_body(catalog), format="json").json()
+    client.post(f"/api/v1/rollouts/{aborted['id']}/abort/", {"reason": "wrong build"})
+    waiting = client.post("/api/v1/rollouts/", request_body(catalog), format="json").json()
+
+    def listed(status: str) -> list[int]:
+        answer = client.get("/api/v1/rollouts/", {"status": status})
+        assert answer.status_code == 200, answer.json()
+        return [r["id"] for r in answer.json()["results"]]
+
+    assert listed("pending_approval") == [waiting["id"]]
+    assert listed("aborted") == [aborted["id"]]
+    assert listed("running") == []
+    unknown = client.get("/api/v1/rollouts/", {"status": "done"})
+    assert unknown.status_code == 400 and "status" in unknown.json()
