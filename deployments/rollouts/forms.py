@@ -11,6 +11,10 @@ from hosts.models import Host
 from hosts.scope import hosts_visible
 
 from .. import kinds
+from ..forms import (
+    drain_deadline_field,
+    drain_hook_field,
+)
 from ..models import BenchmarkProfile, ModelArtifact
 from .choices import ROLLOUT_KINDS, WaveUnit
 
@@ -33,6 +37,8 @@ class RolloutForm(forms.Form):
     max_model_len = forms.IntegerField(
         min_value=256, max_value=10_000_000, required=False, help_text="Empty: each keeps its own."
     )
+    drain_hook = drain_hook_field()
+    drain_deadline_seconds = drain_deadline_field()
     host_group = forms.ModelChoiceField(
         queryset=HostGroup.objects.all(),
         required=False,
@@ -93,6 +99,11 @@ class RolloutForm(forms.Form):
             "model": data.get("model"),
             "tensor_parallel_size": data.get("tensor_parallel_size"),
             "max_model_len": data.get("max_model_len"),
+            "drain_hook": data.get("drain_hook"),
+            # The deadline counts only with a hook: the field keeps its default otherwise.
+            "drain_deadline_seconds": (
+                data.get("drain_deadline_seconds") if data.get("drain_hook") else None
+            ),
             "host_group": group,
             "hosts": None if group is not None else list(data.get("hosts") or []),
             "unit": data.get("unit") or "",
