@@ -154,10 +154,7 @@ def _request(
     problem = rollout_drain_problem(rollout)
     if problem is not None:
         raise services.ChangeRefused(problem, code="conflict")
-    drain = {
-        "drain_hook": rollout.drain_hook,
-        "drain_deadline_seconds": rollout.drain_deadline_seconds,
-    }
+    hook, deadline = rollout.drain_hook, rollout.drain_deadline_seconds
     if rollback:
         why = (
             f"rollout #{rollout.pk} halted ({rollout.status_reason}): rolling back "
@@ -168,7 +165,8 @@ def _request(
         change = services.change_request_create(
             user=rollout.requested_by, deployment=rh.deployment, kind=ChangeKind.ROLLBACK,
             snapshot=snapshot, reason=why, acknowledge_busy=rollout.acknowledge_busy,
-            revision=rh.approved_revision, rollout=rollout.pk, **drain,
+            revision=rh.approved_revision, rollout=rollout.pk, drain_hook=hook,
+            drain_deadline_seconds=deadline,
         )  # fmt: skip
     else:
         why = f"rollout #{rollout.pk}, {wave_label(rh.wave)}: {rollout.reason}"
@@ -179,7 +177,7 @@ def _request(
             max_model_len=rollout.max_model_len, extra_args=rollout.extra_args,
             environment=rollout.environment, acknowledge_busy=rollout.acknowledge_busy,
             benchmark_profile=rollout.benchmark_profile if rollout.benchmark else None,
-            rollout=rollout.pk, **drain,
+            rollout=rollout.pk, drain_hook=hook, drain_deadline_seconds=deadline,
         )  # fmt: skip
     if change.status == ChangeStatus.PENDING_APPROVAL:
         assert approval.approver is not None
