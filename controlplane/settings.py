@@ -394,6 +394,9 @@ METRICS_PROBE_WINDOW_SECONDS = env.int("METRICS_PROBE_WINDOW_SECONDS", default=3
 # scrape each event once within the window to keep it.
 METRICS_CHANGE_WINDOW_SECONDS = env.int("METRICS_CHANGE_WINDOW_SECONDS", default=86400)
 METRICS_CHANGE_EVENTS_MAX = env.int("METRICS_CHANGE_EVENTS_MAX", default=1000)
+# Rollouts share that window in controlplane_rollout_event_timestamp_seconds; at most this many
+# rollouts are exposed (those still going first), each with a few series per wave.
+METRICS_ROLLOUT_EVENTS_MAX = env.int("METRICS_ROLLOUT_EVENTS_MAX", default=200)
 # Outgoing webhooks: a delivery is tried once, then again after each of these delays (seconds),
 # so the default makes 5 attempts over about 7 minutes.
 WEBHOOK_RETRY_DELAYS = env.list("WEBHOOK_RETRY_DELAYS", cast=float, default=[10, 30, 90, 270])

@@ -14,6 +14,90 @@ from .models import BenchmarkProfile, Deployment, DeploymentRevision, DrainHook,
 from .unit_files.engine_flags import EngineArgRefused, carries_secret, check_extra_args
 from .unit_files.units import validate_environment
 
+# The fields a change request and a rollout share, with the same words and the same checks: a
+# rollout's page can carry what its API carries, and refuses what a change's page refuses.
+
+
+def extra_args_field() -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="Space-separated engine flags, e.g. --gpu-memory-utilization=0.95 or "
+        "--max-num-seqs 64. The model, served name, parallelism, context length, port and bind "
+        "address come from the deployment, not from here; secrets go in the unit's environment "
+        "file.",
+    )
+
+
+def environment_field() -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "NCCL_DEBUG=WARN"}),
+        help_text="The unit's Environment= variables, one NAME=value per line (empty: keep them "
+        "as they are). Secrets belong in an EnvironmentFile= on the host.",
+    )
+
+
+def drain_hook_field() -> forms.ModelChoiceField:
+    return forms.ModelChoiceField(
+        queryset=DrainHook.objects.filter(enabled=True),
+        required=False,
+        empty_label="no: act at once",
+        label="Drain first",
+        help_text="Take the host out of rotation with this hook (an administrator keeps the "
+        "list), wait until no request is in flight, act, then put it back.",
+    )
+
+
+def drain_deadline_field() -> forms.IntegerField:
+    return forms.IntegerField(
+        min_value=DEADLINE_MIN_SECONDS,
+        max_value=DEADLINE_MAX_SECONDS,
+        required=False,
+        initial=DEADLINE_DEFAULT_SECONDS,
+        label="Drain deadline (seconds)",
+        help_text="How long to wait for the requests in flight. If some are still running then, "
+        "the job stops without touching the service, unless you acknowledge dropping them below.",
+    )
+
+
+def parse_extra_args(form: forms.Form) -> list[str] | None:
+    """The `extra_args` field as the engine's words, refused as the engine would read a
+    reserved flag in any spelling (engine_flags). A refused value that holds a secret is not
+    shown back in the page."""
+    raw = form.cleaned_data.get("extra_args") or ""
+    if not raw.strip():
+        return None
+    args = raw.split()
+    try:
+        check_extra_args(args)
+    except EngineArgRefused as exc:
+        if carries_secret(args):  # the page shows the field again: not with a secret in it
+            data = form.data.copy() if isinstance(form.data, QueryDict) else dict(form.data)
+            data[form.add_prefix("extra_args")] = ""
+            form.data = data
+        raise ValidationError(str(exc)) from exc
+    return args
+
+
+def parse_environment(raw: str) -> dict[str, str] | None:
+    """NAME=value lines as the unit's Environment= variables (None: keep them as they are)."""
+    if not raw.strip():
+        return None
+    env: dict[str, str] = {}
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        name, eq, value = line.strip().partition("=")
+        if not eq:
+            raise ValidationError(f"Line {number}: write NAME=value.")
+        env[name.strip()] = value.strip()
+    try:
+        validate_environment(env)
+    except ValidationError as exc:
+        raise ValidationError(exc.messages) from exc
+    return env
+
 
 class ChangeRequestForm(forms.Form):
     snapshot_id = forms.IntegerField(widget=forms.HiddenInput)
@@ -24,37 +108,10 @@ class ChangeRequestForm(forms.Form):
     model = forms.ModelChoiceField(queryset=ModelArtifact.objects.all(), required=False)
     tensor_parallel_size = forms.IntegerField(min_value=1, max_value=64, required=False)
     max_model_len = forms.IntegerField(min_value=256, max_value=10_000_000, required=False)
-    extra_args = forms.CharField(
-        required=False,
-        max_length=2000,
-        help_text="Space-separated engine flags, e.g. --gpu-memory-utilization=0.95 or "
-        "--max-num-seqs 64. The model, served name, parallelism, context length, port and bind "
-        "address come from the deployment, not from here; secrets go in the unit's environment "
-        "file.",
-    )
-    environment = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "NCCL_DEBUG=WARN"}),
-        help_text="The unit's Environment= variables, one NAME=value per line (empty: keep them "
-        "as they are). Secrets belong in an EnvironmentFile= on the host.",
-    )
-    drain_hook = forms.ModelChoiceField(
-        queryset=DrainHook.objects.filter(enabled=True),
-        required=False,
-        empty_label="no: act at once",
-        label="Drain first",
-        help_text="Take the host out of rotation with this hook (an administrator keeps the "
-        "list), wait until no request is in flight, act, then put it back.",
-    )
-    drain_deadline_seconds = forms.IntegerField(
-        min_value=DEADLINE_MIN_SECONDS,
-        max_value=DEADLINE_MAX_SECONDS,
-        required=False,
-        initial=DEADLINE_DEFAULT_SECONDS,
-        label="Drain deadline (seconds)",
-        help_text="How long to wait for the requests in flight. If some are still running then, "
-        "the job stops without touching the service, unless you acknowledge dropping them below.",
-    )
+    extra_args = extra_args_field()
+    environment = environment_field()
+    drain_hook = drain_hook_field()
+    drain_deadline_seconds = drain_deadline_field()
     acknowledge_busy = forms.BooleanField(
         required=False, label="I know requests are in flight and accept dropping them"
     )
@@ -103,19 +160,7 @@ class ChangeRequestForm(forms.Form):
             self.fields["benchmark_profile"].initial = default.pk if default else None
 
     def clean_extra_args(self) -> list[str] | None:
-        raw = self.cleaned_data.get("extra_args") or ""
-        if not raw.strip():
-            return None
-        args = raw.split()
-        try:
-            check_extra_args(args)
-        except EngineArgRefused as exc:
-            if carries_secret(args):  # the page shows the field again: not with a secret in it
-                data = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
-                data[self.add_prefix("extra_args")] = ""
-                self.data = data
-            raise ValidationError(str(exc)) from exc
-        return args
+        return parse_extra_args(self)
 
     def clean_revision(self) -> DeploymentRevision | None:
         number = self.cleaned_data.get("revision")
@@ -124,22 +169,7 @@ class ChangeRequestForm(forms.Form):
         return self.deployment.revisions.filter(number=number).first()
 
     def clean_environment(self) -> dict[str, str] | None:
-        raw = self.cleaned_data.get("environment") or ""
-        if not raw.strip():
-            return None
-        env: dict[str, str] = {}
-        for number, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            name, eq, value = line.strip().partition("=")
-            if not eq:
-                raise ValidationError(f"Line {number}: write NAME=value.")
-            env[name.strip()] = value.strip()
-        try:
-            validate_environment(env)
-        except ValidationError as exc:
-            raise ValidationError(exc.messages) from exc
-        return env
+        return parse_environment(self.cleaned_data.get("environment") or "")
 
     # The fields the pre-flight weighs, as the request does (services.change_check); the
     # others (the reason, the benchmark) do not change it.

@@ -9,10 +9,9 @@ annotation store would need the control plane to push to Grafana with a Grafana 
 the value is the event's own time, a change scraped late (Prometheus down, or started before
 the first scrape) still lands where it happened, as long as it is scraped within the window.
 
-Each source below is one family of event timestamps and the query the dashboard runs on it.
-Rollouts add theirs here (a family such as controlplane_rollout_event_timestamp_seconds, its
-reader, and an entry in the dashboard's annotations list); tests/monitoring/test_dashboard.py
-fails until the dashboard draws every source.
+Each source below is one family of event timestamps and the query the dashboard runs on it
+(changes, rollouts); tests/monitoring/test_dashboard.py fails until the dashboard draws every
+source, and test_docs.py until the monitoring README names its family.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from prometheus_client.core import Metric
 from controlplane.accounts.roles import Scope
 
 from .change_events import change_families
+from .rollout_events import rollout_families
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class EventSource:
     title: str  # Grafana's titleFormat, over the family's labels
     text: str  # textFormat
     tags: str  # tagKeys
+    # Its events are about one host (a `host` label the dashboard's host filter selects on);
+    # a rollout's are about many, so they are drawn whichever hosts the panels show.
+    per_host: bool = True
 
 
 CHANGES = EventSource(
@@ -51,9 +54,20 @@ CHANGES = EventSource(
     tags="host,kind,event,outcome",
 )
 
-EVENT_SOURCES: tuple[EventSource, ...] = (CHANGES,)
+ROLLOUTS = EventSource(
+    name="Rollouts",
+    family="controlplane_rollout_event_timestamp_seconds",
+    collect=rollout_families,
+    title="rollout #{{rollout}} {{kind}} {{event}} {{wave}}",
+    text="{{model}} · {{status}} · host group {{host_group}}",
+    tags="kind,event,status,host_group",
+    per_host=False,
+)
+
+EVENT_SOURCES: tuple[EventSource, ...] = (CHANGES, ROLLOUTS)
 
 
 def annotation_expr(source: EventSource) -> str:
     """The dashboard's query: milliseconds, as Grafana reads a value used as a timestamp."""
-    return f'{source.family}{{host=~"$host"}} * 1000'
+    selector = '{host=~"$host"}' if source.per_host else ""
+    return f"{source.family}{selector} * 1000"

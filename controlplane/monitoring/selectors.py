@@ -11,14 +11,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, Min, OuterRef, Q, Subquery, When
+from django.db.models import Case, Count, Exists, Min, OuterRef, Q, QuerySet, Subquery, When
 from django.utils import timezone
 
 from controlplane.accounts.roles import Scope
-from controlplane.audit.models import AuditVerification
+from controlplane.audit.models import AuditEvent, AuditVerification
 from controlplane.audit.selectors import verification_latest
 from deployments.choices import ACTIVE_JOB_STATUSES, ChangeStatus, EvaluationKind
-from deployments.models import Approval, ChangeRequest, Deployment, DeploymentRevision, Evaluation
+from deployments.models import (
+    Approval,
+    ChangeRequest,
+    Deployment,
+    DeploymentRevision,
+    Evaluation,
+    Rollout,
+    RolloutHost,
+)
+from deployments.rollouts.choices import ACTIVE_ROLLOUT_STATUSES
 from hosts.models import Host, StateSnapshot
 from hosts.selectors import newest_snapshot_id
 
@@ -223,4 +232,68 @@ def change_activity(
         )
         .annotate(approved_at=approved_at)
         .order_by(Case(When(active, then=0), default=1), "-created_at", "-pk")[:limit]
+    )
+
+
+# The rollout columns the annotations read: not its reason, parameters or benchmark.
+ROLLOUT_FIELDS = (
+    "id", "kind", "status", "host_group_name", "created_at", "model", "model__name",
+    "model__variant",
+)  # fmt: skip
+
+
+def rollouts_seen(scope: Scope | None = None) -> QuerySet[Rollout]:
+    """The rollouts a scrape covers: every one for the scraper, and for a person those every
+    host of which they see (deployments.rollouts.access.rollout_visible's rule, in SQL: no host
+    of the rollout is outside their scope)."""
+    rollouts = Rollout.objects.all()
+    seen = _seen(scope, "host_id")
+    if not seen:  # every host
+        return rollouts
+    hidden = RolloutHost.objects.filter(rollout=OuterRef("pk")).exclude(seen)
+    return rollouts.filter(~Exists(hidden))
+
+
+def rollout_counts(scope: Scope | None = None) -> dict[str, int]:
+    """Rollouts by status, all time, of the scope."""
+    rows = rollouts_seen(scope).values("status").annotate(n=Count("id")).order_by()
+    return {row["status"]: row["n"] for row in rows}
+
+
+def rollout_activity(
+    *, since: dt.datetime, limit: int, scope: Scope | None = None
+) -> list[Rollout]:
+    """Rollouts with an event since `since`, and every one a worker still looks after however
+    old, of the scope, at most `limit`, those still going first. Every event but a rollout's
+    last happens while it is open, and the last sets finished_at, so its own times say whether
+    it had one in the window."""
+    active = Q(status__in=ACTIVE_ROLLOUT_STATUSES)
+    recent = (
+        Q(created_at__gte=since)
+        | Q(started_at__gte=since)
+        | Q(progress_at__gte=since)
+        | Q(finished_at__gte=since)
+    )
+    return list(
+        rollouts_seen(scope)
+        .filter(active | recent)
+        .select_related("model")
+        .only(*ROLLOUT_FIELDS)
+        .order_by(Case(When(active, then=0), default=1), "-created_at", "-pk")[:limit]
+    )
+
+
+def rollout_audit_events(rollouts: list[Rollout], actions: list[str]) -> list[AuditEvent]:
+    """The audit events of `actions` about these rollouts, oldest first (the audit_target_seq
+    index): when each thing happened is what the audit log recorded, in the same transaction."""
+    if not rollouts:
+        return []
+    return list(
+        AuditEvent.objects.filter(
+            target_type="deployments.rollout",
+            target_id__in=[str(rollout.pk) for rollout in rollouts],
+            action__in=actions,
+        )
+        .only("seq", "created_at", "action", "target_id", "data")
+        .order_by("seq")
     )

@@ -19,7 +19,8 @@ from controlplane.api.errors import RefusalSerializer
 from controlplane.api.fields import RowField
 from controlplane.api.pagination import NewestIdPagination
 from controlplane.api.views.base import APIView, row_or_404
-from deployments.models import BenchmarkProfile, ModelArtifact, Rollout, RolloutHost
+from deployments.drain_hooks import DEADLINE_MAX_SECONDS, DEADLINE_MIN_SECONDS
+from deployments.models import BenchmarkProfile, DrainHook, ModelArtifact, Rollout, RolloutHost
 from deployments.rollouts import access, decisions, requests, selectors
 from deployments.rollouts.choices import ROLLOUT_KINDS, RolloutStatus, WaveUnit
 from deployments.unit_files.engine_flags import EngineArgRefused, check_extra_args
@@ -69,6 +70,19 @@ class RolloutCreateSerializer(serializers.Serializer):
     progress_deadline_seconds = serializers.IntegerField(
         min_value=60, max_value=7 * 86400, required=False, default=1800
     )
+    drain_hook = serializers.SlugRelatedField(
+        slug_field="name", queryset=DrainHook.objects.all(), required=False, allow_null=True,
+        help_text="Drain first: the name of an enabled drain hook (GET drain-hooks/). Each "
+        "host's change, and its rollback, takes the host out of rotation with it and waits "
+        "for its requests in flight before acting.",
+    )  # fmt: skip
+    drain_deadline_seconds = serializers.IntegerField(
+        min_value=DEADLINE_MIN_SECONDS, max_value=DEADLINE_MAX_SECONDS, required=False,
+        allow_null=True,
+        help_text="With drain_hook: how long each host's job waits for its requests in flight "
+        "(default 300); then it fails the host's change without touching the service, unless "
+        "acknowledge_busy is set.",
+    )  # fmt: skip
 
     def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
         if value is not None:
@@ -128,6 +142,9 @@ class RolloutHostSerializer(serializers.ModelSerializer):
 
 class RolloutSerializer(serializers.ModelSerializer):
     model = serializers.StringRelatedField()
+    drain_hook = serializers.CharField(
+        source="drain_hook_name", help_text="The drain hook each change runs first ('': none)."
+    )
     benchmark = serializers.SerializerMethodField()
     approval = serializers.SerializerMethodField()
     hosts = serializers.SerializerMethodField()
@@ -137,7 +154,8 @@ class RolloutSerializer(serializers.ModelSerializer):
         model = Rollout
         fields = [
             "id", "kind", "model", "tensor_parallel_size", "max_model_len", "extra_args",
-            "environment", "acknowledge_busy", "benchmark", "benchmark_margin_pct",
+            "environment", "acknowledge_busy", "drain_hook", "drain_deadline_seconds",
+            "benchmark", "benchmark_margin_pct",
             "host_group_name", "unit", "wave_size", "wave_unit", "max_down",
             "progress_deadline_seconds", "waves", "current_wave", "reason",
             "requested_by_name", "status", "status_reason", "params_digest", "created_at",

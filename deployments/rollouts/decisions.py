@@ -23,7 +23,7 @@ from . import lifecycle
 from .access import RolloutRefused, rollout_control_allowed, rollout_decide_allowed
 from .choices import RolloutHostStatus, RolloutStatus
 from .models import Rollout, RolloutApproval, RolloutHost
-from .requests import rollout_hosts_digest, rollout_params_digest
+from .requests import rollout_drain_problem, rollout_hosts_digest, rollout_params_digest
 
 H = RolloutHostStatus
 
@@ -64,6 +64,10 @@ def rollout_approve(
             raise RolloutRefused(
                 "the rollout's parameters changed after it was requested", code="conflict"
             )
+        drain_problem = rollout_drain_problem(rollout)
+        if drain_problem is not None:
+            # The approver would grant a hook nobody requested: the rollout is asked for again.
+            raise RolloutRefused(f"{drain_problem}: request it again", code="conflict")
         bound, skipped = _bind_serving_state(rollout, approver, now)
         if not bound:
             raise RolloutRefused(

@@ -11,6 +11,14 @@ from hosts.models import Host
 from hosts.scope import hosts_visible
 
 from .. import kinds
+from ..forms import (
+    drain_deadline_field,
+    drain_hook_field,
+    environment_field,
+    extra_args_field,
+    parse_environment,
+    parse_extra_args,
+)
 from ..models import BenchmarkProfile, ModelArtifact
 from .choices import ROLLOUT_KINDS, WaveUnit
 
@@ -33,6 +41,12 @@ class RolloutForm(forms.Form):
     max_model_len = forms.IntegerField(
         min_value=256, max_value=10_000_000, required=False, help_text="Empty: each keeps its own."
     )
+    # What the API takes too, checked as the change form checks it (a model swap and a
+    # redeploy only: the service refuses them for the other kinds, by field).
+    extra_args = extra_args_field()
+    environment = environment_field()
+    drain_hook = drain_hook_field()
+    drain_deadline_seconds = drain_deadline_field()
     host_group = forms.ModelChoiceField(
         queryset=HostGroup.objects.all(),
         required=False,
@@ -84,6 +98,12 @@ class RolloutForm(forms.Form):
         assert isinstance(hosts, HostChoices)
         hosts.queryset = hosts_visible(user).order_by("name")
 
+    def clean_extra_args(self) -> list[str] | None:
+        return parse_extra_args(self)
+
+    def clean_environment(self) -> dict[str, str] | None:
+        return parse_environment(self.cleaned_data.get("environment") or "")
+
     def service_arguments(self) -> dict[str, Any]:
         """What deployments.rollouts.requests.rollout_create takes, from the cleaned form."""
         data = self.cleaned_data
@@ -93,6 +113,13 @@ class RolloutForm(forms.Form):
             "model": data.get("model"),
             "tensor_parallel_size": data.get("tensor_parallel_size"),
             "max_model_len": data.get("max_model_len"),
+            "extra_args": data.get("extra_args"),
+            "environment": data.get("environment"),
+            "drain_hook": data.get("drain_hook"),
+            # The deadline counts only with a hook: the field keeps its default otherwise.
+            "drain_deadline_seconds": (
+                data.get("drain_deadline_seconds") if data.get("drain_hook") else None
+            ),
             "host_group": group,
             "hosts": None if group is not None else list(data.get("hosts") or []),
             "unit": data.get("unit") or "",

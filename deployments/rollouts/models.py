@@ -17,6 +17,8 @@ from controlplane.accounts.models import HostGroup
 from hosts.models import Host, StateSnapshot
 
 from ..choices import ApprovalDecision, ChangeKind
+from ..drain_hooks import DEADLINE_MAX_SECONDS as DRAIN_DEADLINE_MAX_SECONDS
+from ..drain_hooks import DEADLINE_MIN_SECONDS as DRAIN_DEADLINE_MIN_SECONDS
 from .choices import GateCheck, RolloutHostStatus, RolloutStatus, WaveUnit
 
 MAX_DEADLINE_SECONDS = 7 * 86400
@@ -39,7 +41,28 @@ class Rollout(models.Model):
     extra_args = models.JSONField(null=True, blank=True)
     environment = models.JSONField(null=True, blank=True)
     acknowledge_busy = models.BooleanField(
-        default=False, help_text="Hosts may be serving requests; their changes drop them."
+        default=False,
+        help_text="Hosts may be serving requests; their changes drop them (draining: those "
+        "still running when the drain deadline passes).",
+    )
+    # Drain first (deployments.execution.drain): each host's change, and its rollback, names
+    # this hook. Copied by name and digest when requested, as `benchmark` copies its profile:
+    # the approval binds to what the hook runs, and the rollout stops if an administrator
+    # edits, disables or deletes it afterwards (orchestrator._approval_problem).
+    drain_hook = models.ForeignKey(
+        "deployments.DrainHook", on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )  # fmt: skip
+    drain_hook_name = models.CharField(max_length=64, blank=True)
+    drain_hook_digest = models.CharField(max_length=64, blank=True)
+    drain_deadline_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(DRAIN_DEADLINE_MIN_SECONDS),
+            MaxValueValidator(DRAIN_DEADLINE_MAX_SECONDS),
+        ],
+        help_text="How long each host's job waits for its requests in flight to finish.",
     )
     benchmark_profile = models.ForeignKey(
         "deployments.BenchmarkProfile", on_delete=models.SET_NULL, null=True, blank=True,

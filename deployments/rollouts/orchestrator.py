@@ -34,7 +34,7 @@ from .choices import (
 )
 from .gates import change_judged
 from .models import Rollout, RolloutHost
-from .requests import rollout_hosts_digest, rollout_params_digest
+from .requests import rollout_drain_problem, rollout_hosts_digest, rollout_params_digest
 from .turns import turn_taken
 from .waves import wave_label
 
@@ -190,7 +190,7 @@ def _approval_problem(rollout: Rollout) -> str | None:
         profile = rollout.benchmark_profile
         if profile is None or profile.definition() != rollout.benchmark:
             return "the benchmark profile it was approved with was changed or removed since"
-    return None
+    return rollout_drain_problem(rollout)
 
 
 def _fail(rollout: Rollout, problem: str, now: dt.datetime) -> None:

@@ -19,7 +19,9 @@ from hosts.models import Host
 from hosts.scope import user_sees_host
 
 from .. import kinds
-from ..models import BenchmarkProfile, Deployment, ModelArtifact
+from ..models import BenchmarkProfile, Deployment, DrainHook, ModelArtifact
+from ..services.drain_requests import drain_params
+from ..services.refusals import ChangeRefused
 from ..unit_files import engine_flags, units
 from .access import RolloutRefused, require_role_on_hosts, rollout_request_allowed
 from .choices import OPEN_ROLLOUT_STATUSES, ROLLOUT_KINDS, WaveUnit
@@ -35,29 +37,38 @@ VALIDATED_FIELDS = (
 
 def rollout_params_digest(rollout: Rollout) -> str:
     """What a rollout's approval is bound to: the change each host gets, the hosts in the order
-    they are taken, and how the rollout goes (waves, hosts down at once, margin, deadline).
+    they are taken, how the rollout goes (waves, hosts down at once, margin, deadline), and
+    the drain hook each change runs first.
     Not each host's wave, which follows from these (a skipped canary's place is taken by the
     next host: orchestrator)."""
     hosts = rollout.hosts.order_by("position").values_list("host_id", "deployment_id")
-    return canonical_digest(
-        {
-            "kind": rollout.kind,
-            "model": rollout.model_id,
-            "tensor_parallel_size": rollout.tensor_parallel_size,
-            "max_model_len": rollout.max_model_len,
-            "extra_args": rollout.extra_args,
-            "environment": rollout.environment,
-            "acknowledge_busy": rollout.acknowledge_busy,
-            "benchmark": rollout.benchmark,
-            "benchmark_margin_pct": rollout.benchmark_margin_pct,
-            "unit": rollout.unit,
-            "wave_size": rollout.wave_size,
-            "wave_unit": rollout.wave_unit,
-            "max_down": rollout.max_down,
-            "progress_deadline_seconds": rollout.progress_deadline_seconds,
-            "hosts": [list(row) for row in hosts],
+    params: dict[str, Any] = {
+        "kind": rollout.kind,
+        "model": rollout.model_id,
+        "tensor_parallel_size": rollout.tensor_parallel_size,
+        "max_model_len": rollout.max_model_len,
+        "extra_args": rollout.extra_args,
+        "environment": rollout.environment,
+        "acknowledge_busy": rollout.acknowledge_busy,
+        "benchmark": rollout.benchmark,
+        "benchmark_margin_pct": rollout.benchmark_margin_pct,
+        "unit": rollout.unit,
+        "wave_size": rollout.wave_size,
+        "wave_unit": rollout.wave_unit,
+        "max_down": rollout.max_down,
+        "progress_deadline_seconds": rollout.progress_deadline_seconds,
+        "hosts": [list(row) for row in hosts],
+    }
+    if rollout.drain_hook_digest:
+        # Only when it drains, so a rollout requested before rollouts could drain keeps the
+        # digest its approval was given for. The hook by name and by what it runs, as a
+        # change request binds to it.
+        params["drain"] = {
+            "hook": rollout.drain_hook_name,
+            "hook_digest": rollout.drain_hook_digest,
+            "deadline_seconds": rollout.drain_deadline_seconds,
         }
-    )
+    return canonical_digest(params)
 
 
 def rollout_hosts_digest(rollout: Rollout) -> str:
@@ -93,10 +104,14 @@ def rollout_create(
     wave_unit: str = WaveUnit.HOSTS,
     max_down: int = 1,
     progress_deadline_seconds: int = 1800,
+    drain_hook: DrainHook | None = None,
+    drain_deadline_seconds: int | None = None,
 ) -> Rollout:
     # One function, long for its keyword parameters: the one place a rollout is requested.
     """Record a rollout of `kind` over `hosts` (or `host_group`'s hosts), waiting for a second
-    person's approval. Each host's own change is requested only when its turn comes."""
+    person's approval. Each host's own change is requested only when its turn comes. With a
+    `drain_hook` each host's change (and its rollback) drains the host first, waiting up to
+    `drain_deadline_seconds` for its requests in flight, as a change request does."""
     rollout_request_allowed(user=user)
     if kind not in ROLLOUT_KINDS:
         allowed = ", ".join(str(kinds.spec(k).label) for k in ROLLOUT_KINDS)
@@ -109,17 +124,22 @@ def rollout_create(
               "extra_args": extra_args, "environment": environment}  # fmt: skip
     wrong = kinds.request_field_errors(
         kind, model=model is not None, shaped=[k for k, v in shaped.items() if v is not None],
-        benchmark=benchmark or benchmark_profile is not None,
+        benchmark=benchmark or benchmark_profile is not None, drain=drain_hook is not None,
     )  # fmt: skip
     if wrong:
         raise RolloutRefused(" ".join(wrong.values()), fields=wrong)
     _check_shaping(extra_args, environment)
+    drain = _drain(drain_hook, drain_deadline_seconds)
     profile = _profile(benchmark_profile, benchmark)
     chosen = _selection(user, hosts, host_group)
     rollout = Rollout(
         kind=kind, model=model, tensor_parallel_size=tensor_parallel_size,
         max_model_len=max_model_len, extra_args=extra_args, environment=environment,
-        acknowledge_busy=acknowledge_busy, benchmark_profile=profile,
+        acknowledge_busy=acknowledge_busy, drain_hook=drain_hook,
+        drain_hook_name=drain["hook_name"] if drain else "",
+        drain_hook_digest=drain["hook_digest"] if drain else "",
+        drain_deadline_seconds=drain["deadline_seconds"] if drain else None,
+        benchmark_profile=profile,
         benchmark=profile.definition() if profile is not None else None,
         benchmark_margin_pct=benchmark_margin_pct, host_group=host_group,
         host_group_name=host_group.name if host_group is not None else "", unit=unit,
@@ -167,6 +187,9 @@ def rollout_create(
                 "benchmark": (rollout.benchmark or {}).get("name"),
                 "benchmark_margin_pct": benchmark_margin_pct,
                 "progress_deadline_seconds": progress_deadline_seconds,
+                "extra_args": extra_args,
+                "environment": environment,
+                "drain": drain,
                 "params_digest": rollout.params_digest,
             },
         )
@@ -188,6 +211,30 @@ def _check_shaping(extra_args: list[str] | None, environment: dict[str, str] | N
             units.validate_environment(environment)
         except ValidationError as exc:
             raise RolloutRefused(f"environment: {exc.messages[0]}") from exc
+
+
+def _drain(hook: DrainHook | None, deadline_seconds: int | None) -> dict[str, Any] | None:
+    """The hook and deadline each host's change will carry, checked as a change request checks
+    them (an enabled hook, a deadline in bounds, no deadline without a hook)."""
+    try:
+        return drain_params(hook, deadline_seconds)
+    except ChangeRefused as exc:
+        raise RolloutRefused(exc.message, **exc.details) from exc
+
+
+def rollout_drain_problem(rollout: Rollout) -> str | None:
+    """Why the drain hook a rollout was requested with may no longer be run under its approval:
+    deleted, disabled, or changed (what it runs) since. None when it does not drain."""
+    if not rollout.drain_hook_digest:
+        return None
+    hook, name = rollout.drain_hook, rollout.drain_hook_name
+    if hook is None:
+        return f"the drain hook {name} it was requested with was deleted"
+    if not hook.enabled:
+        return f"the drain hook {name} it was requested with was disabled"
+    if hook.digest() != rollout.drain_hook_digest:
+        return f"the drain hook {name} was changed after the rollout was requested"
+    return None
 
 
 def _profile(profile: BenchmarkProfile | None, benchmark: bool) -> BenchmarkProfile | None:

@@ -32,6 +32,7 @@ from ..models import ChangeRequest, Deployment
 from . import lifecycle
 from .choices import RolloutHostStatus, RolloutStatus
 from .models import Rollout, RolloutApproval, RolloutHost
+from .requests import rollout_drain_problem
 from .waves import wave_label
 
 logger = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def _locked_turn(rh_id: int, token: str, status: str) -> tuple[Rollout, RolloutH
     # Only the rollout's row (`of`): the requester and the model are read, not locked.
     rollout = (
         Rollout.objects.select_for_update(of=("self",))
-        .select_related("requested_by", "model")
+        .select_related("requested_by", "model", "drain_hook")
         .get(pk=rh_row.rollout_id)
     )
     rh = (
@@ -147,7 +148,13 @@ def _request(
     rollback: bool,
 ) -> ChangeRequest:
     """The host's change, requested in the requester's name on the fresh snapshot and granted
-    under the rollout's approval when it needs one. Raises ChangeRefused."""
+    under the rollout's approval when it needs one. Each change drains first when the rollout
+    does, with the hook it was approved with (or is refused: a rollback then fails, reported,
+    rather than run a hook nobody approved). Raises ChangeRefused."""
+    problem = rollout_drain_problem(rollout)
+    if problem is not None:
+        raise services.ChangeRefused(problem, code="conflict")
+    hook, deadline = rollout.drain_hook, rollout.drain_deadline_seconds
     if rollback:
         why = (
             f"rollout #{rollout.pk} halted ({rollout.status_reason}): rolling back "
@@ -158,7 +165,8 @@ def _request(
         change = services.change_request_create(
             user=rollout.requested_by, deployment=rh.deployment, kind=ChangeKind.ROLLBACK,
             snapshot=snapshot, reason=why, acknowledge_busy=rollout.acknowledge_busy,
-            revision=rh.approved_revision, rollout=rollout.pk,
+            revision=rh.approved_revision, rollout=rollout.pk, drain_hook=hook,
+            drain_deadline_seconds=deadline,
         )  # fmt: skip
     else:
         why = f"rollout #{rollout.pk}, {wave_label(rh.wave)}: {rollout.reason}"
@@ -169,7 +177,7 @@ def _request(
             max_model_len=rollout.max_model_len, extra_args=rollout.extra_args,
             environment=rollout.environment, acknowledge_busy=rollout.acknowledge_busy,
             benchmark_profile=rollout.benchmark_profile if rollout.benchmark else None,
-            rollout=rollout.pk,
+            rollout=rollout.pk, drain_hook=hook, drain_deadline_seconds=deadline,
         )  # fmt: skip
     if change.status == ChangeStatus.PENDING_APPROVAL:
         assert approval.approver is not None

@@ -51,6 +51,9 @@ def rollout_create(request: HttpRequest) -> HttpResponse:
         if exc.code == "forbidden":
             raise
         form.add_error(None, exc.message)
+        for name, text in (exc.details.get("fields") or {}).items():
+            if name in form.fields and isinstance(text, str):  # shown beside the field too
+                form.add_error(name, text)
         return render(
             request, "deployments/rollouts/form.html", {"form": form}, status=exc.http_status
         )

@@ -11,13 +11,16 @@ import urllib.parse
 import pytest
 from django.utils import timezone
 
-from controlplane.audit.models import AuditVerification
+from controlplane.audit.models import AuditEvent, AuditVerification
 from controlplane.monitoring.annotations import EVENT_SOURCES, annotation_expr
 from deployments import lifecycle
 from deployments import services as change_services
 from deployments.choices import ChangeStatus
-from deployments.models import Evaluation
+from deployments.models import Deployment, Evaluation, Rollout
+from deployments.rollouts import requests
+from deployments.rollouts.choices import RolloutStatus
 from tests import factories as f
+from tests.deployments.rollouts.conftest import approved, end_change, fresh, take_turns
 from tests.revision_history import make_week_history
 from tests.waiting import wait_until
 
@@ -122,8 +125,31 @@ def test_prometheus_scrapes_metrics_and_loads_the_rules(live_server, operator, m
         assert "HostKeyChanged" not in firing()
 
 
-def test_every_dashboard_query_runs_on_prometheus(live_server, operator, metrics_token):
+def halted_rollout(operator, approver) -> Rollout:
+    """A restart rollout of gpu-03 whose canary failed its coherence suite: halted. Its tasks
+    go to the test's private queue (the rollout is committed: this test is transactional)."""
+    gpu03 = f.make_host("gpu-03", port=2203)
+    f.make_deployment(gpu03, Deployment.objects.get(host__name="gpu-02").model)
+    fresh(gpu03)
+    rollout = requests.rollout_create(
+        user=operator, kind="restart", hosts=[gpu03], reason="pick up the patched kernel",
+        wave_size=1, max_down=1,
+    )  # fmt: skip
+    approved(rollout, approver)
+    [canary] = take_turns(rollout)
+    assert canary.change is not None, canary.skip_reason
+    end_change(canary.change, coherent=False)
+    take_turns(rollout)
+    rollout.refresh_from_db()
+    assert rollout.status in (RolloutStatus.HALTING, RolloutStatus.HALTED), rollout.status
+    return rollout
+
+
+def test_every_dashboard_query_runs_on_prometheus(
+    live_server, operator, approver, metrics_token, private_queue
+):
     fleet_with_history(operator)
+    rollout = halted_rollout(operator, approver)
     target = urllib.parse.urlsplit(live_server.url).netloc
     dashboard = json.loads(DASHBOARD.read_text())
     with prometheus_scraping(target=target, token=metrics_token) as prom:
@@ -135,6 +161,14 @@ def test_every_dashboard_query_runs_on_prometheus(live_server, operator, metrics
             # fails the request (Prometheus.api asserts success).
             answered[expr] = prom.query(expr.replace("$host", ".*"), at)
     empty = [expr for expr, result in answered.items() if not result]
+    # The rollout annotation's query, as Grafana sends it: the halt at its own time.
+    [drawn] = [result for expr, result in answered.items() if "rollout_event" in expr]
+    halted = AuditEvent.objects.get(action="rollout.halted", target_id=str(rollout.pk))
+    assert {
+        r["metric"]["event"]: float(r["value"][1])
+        for r in drawn
+        if r["metric"]["event"] == "halted"
+    } == {"halted": pytest.approx(halted.created_at.timestamp() * 1000)}
     # With GPUs, a benchmark, a suite and a change scraped, only the panels of what this
     # fleet has not got (a running or queued job) are empty.
     assert all("controlplane_job_" in expr for expr in empty), empty
