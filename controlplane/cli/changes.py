@@ -43,6 +43,20 @@ def reason_option(f: Any) -> Any:
     return click.option("--reason", required=True, help="Why, in words (audited).")(f)
 
 
+def drain_options(f: Any) -> Any:
+    """Drain first: a hook an administrator keeps, by name (the server lists them at
+    /api/v1/drain-hooks/), and how long to wait for the requests in flight."""
+    f = click.option(
+        "--drain-deadline",
+        type=int,
+        metavar="SECONDS",
+        help="With --drain-hook: how long to wait for the requests in flight (server default 300).",
+    )(f)
+    return click.option(
+        "--drain-hook", metavar="NAME", help="Drain first with this hook (its name)."
+    )(f)
+
+
 @click.group()
 def changes() -> None:
     """Change requests: request, decide, follow."""
@@ -163,6 +177,10 @@ def show(change: dict[str, Any]) -> None:
 )
 @click.option("--benchmark", is_flag=True, help="Benchmark before and after (default profile).")
 @click.option("--benchmark-profile", type=int, help="Benchmark with this profile's id.")
+@click.option(
+    "--revision", type=int, metavar="N", help="A rollback's target: revision N (default: one back)."
+)
+@drain_options
 @click.option("--watch", "follow", is_flag=True, help="Then follow it until it ends.")
 @watch_options
 @json_option
@@ -185,6 +203,9 @@ def changes_request(
     acknowledge_integrity: bool,
     benchmark: bool,
     benchmark_profile: int | None,
+    revision: int | None,
+    drain_hook: str | None,
+    drain_deadline: int | None,
     follow: bool,
     interval: float,
     timeout: float | None,
@@ -210,6 +231,9 @@ def changes_request(
         "extra_args": [] if clear_extra_args else (list(extra_args) or None),
         "environment": read_environment(environment, env_file),
         "benchmark_profile_id": benchmark_profile,
+        "revision": revision,
+        "drain_hook": drain_hook,
+        "drain_deadline_seconds": drain_deadline,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     change = client().post("changes/", body)

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import click
 
 from . import output as out
-from .changes import reason_option, watch_options
+from .changes import drain_options, reason_option, watch_options
 from .context import client, json_option, wants_json
 from .exits import CliError, ExitCode
 from .rollout_watch import (
@@ -305,6 +305,7 @@ def shaping_text(rollout: dict[str, Any]) -> str:
 @click.option(
     "--acknowledge-busy", is_flag=True, help="Hosts may be serving: their changes drop requests."
 )
+@drain_options
 @reason_option
 @json_option
 def rollouts_create(
@@ -327,6 +328,8 @@ def rollouts_create(
     benchmark_margin: int | None,
     progress_deadline: int | None,
     acknowledge_busy: bool,
+    drain_hook: str | None,
+    drain_deadline: int | None,
     reason: str,
 ) -> None:
     """Request a rollout of KIND (model_swap, redeploy, engine_repair, restart) across hosts, in
@@ -356,6 +359,8 @@ def rollouts_create(
         "benchmark_profile_id": benchmark_profile,
         "benchmark_margin_pct": benchmark_margin,
         "progress_deadline_seconds": progress_deadline,
+        "drain_hook": drain_hook,
+        "drain_deadline_seconds": drain_deadline,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     with rollouts_api():
