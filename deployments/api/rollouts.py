@@ -33,13 +33,19 @@ class RolloutCreateSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=[k.value for k in ROLLOUT_KINDS])
     reason = serializers.CharField(max_length=REASON_MAX)
     hosts = serializers.ListField(
-        child=serializers.CharField(max_length=63), required=False, allow_null=True,
-        max_length=10_000, help_text="Host names; or give host_group.",
-    )  # fmt: skip
+        child=serializers.CharField(max_length=63),
+        required=False,
+        allow_null=True,
+        max_length=10_000,
+        help_text="Host names; or give host_group.",
+    )
     host_group = serializers.SlugRelatedField(
-        slug_field="name", queryset=HostGroup.objects.all(), required=False, allow_null=True,
+        slug_field="name",
+        queryset=HostGroup.objects.all(),
+        required=False,
+        allow_null=True,
         help_text="Every host of this group, as it is now.",
-    )  # fmt: skip
+    )
     unit = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     model_id = RowField(queryset=ModelArtifact.objects.all(), required=False, allow_null=True)
     tensor_parallel_size = serializers.IntegerField(
@@ -49,13 +55,16 @@ class RolloutCreateSerializer(serializers.Serializer):
         min_value=256, max_value=10_000_000, required=False, allow_null=True
     )
     extra_args = serializers.ListField(
-        child=serializers.CharField(max_length=300), max_length=64, required=False,
+        child=serializers.CharField(max_length=300),
+        max_length=64,
+        required=False,
         allow_null=True,
-    )  # fmt: skip
+    )
     environment = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, max_length=500), required=False,
+        child=serializers.CharField(allow_blank=True, max_length=500),
+        required=False,
         allow_null=True,
-    )  # fmt: skip
+    )
     benchmark = serializers.BooleanField(required=False, default=False)
     benchmark_profile_id = RowField(
         queryset=BenchmarkProfile.objects.all(), required=False, allow_null=True
@@ -71,18 +80,23 @@ class RolloutCreateSerializer(serializers.Serializer):
         min_value=60, max_value=7 * 86400, required=False, default=1800
     )
     drain_hook = serializers.SlugRelatedField(
-        slug_field="name", queryset=DrainHook.objects.all(), required=False, allow_null=True,
+        slug_field="name",
+        queryset=DrainHook.objects.all(),
+        required=False,
+        allow_null=True,
         help_text="Drain first: the name of an enabled drain hook (GET drain-hooks/). Each "
         "host's change, and its rollback, takes the host out of rotation with it and waits "
         "for its requests in flight before acting.",
-    )  # fmt: skip
+    )
     drain_deadline_seconds = serializers.IntegerField(
-        min_value=DEADLINE_MIN_SECONDS, max_value=DEADLINE_MAX_SECONDS, required=False,
+        min_value=DEADLINE_MIN_SECONDS,
+        max_value=DEADLINE_MAX_SECONDS,
+        required=False,
         allow_null=True,
         help_text="With drain_hook: how long each host's job waits for its requests in flight "
         "(default 300); then it fails the host's change without touching the service, unless "
         "acknowledge_busy is set.",
-    )  # fmt: skip
+    )
 
     def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
         if value is not None:
@@ -123,9 +137,19 @@ class RolloutHostSerializer(serializers.ModelSerializer):
     class Meta:
         model = RolloutHost
         fields = [
-            "host", "unit", "wave", "status", "skip_reason", "gate_check", "gate_failure", "gate",
-            "change", "rollback_change", "approved", "finished_at",
-        ]  # fmt: skip
+            "host",
+            "unit",
+            "wave",
+            "status",
+            "skip_reason",
+            "gate_check",
+            "gate_failure",
+            "gate",
+            "change",
+            "rollback_change",
+            "approved",
+            "finished_at",
+        ]
 
     def get_approved(self, rh: RolloutHost) -> dict[str, Any] | None:
         """What it served when the rollout was approved (null before)."""
@@ -153,14 +177,39 @@ class RolloutSerializer(serializers.ModelSerializer):
     class Meta:
         model = Rollout
         fields = [
-            "id", "kind", "model", "tensor_parallel_size", "max_model_len", "extra_args",
-            "environment", "acknowledge_busy", "drain_hook", "drain_deadline_seconds",
-            "benchmark", "benchmark_margin_pct",
-            "host_group_name", "unit", "wave_size", "wave_unit", "max_down",
-            "progress_deadline_seconds", "waves", "current_wave", "reason",
-            "requested_by_name", "status", "status_reason", "params_digest", "created_at",
-            "started_at", "progress_at", "finished_at", "approval", "hosts", "link",
-        ]  # fmt: skip
+            "id",
+            "kind",
+            "model",
+            "tensor_parallel_size",
+            "max_model_len",
+            "extra_args",
+            "environment",
+            "acknowledge_busy",
+            "drain_hook",
+            "drain_deadline_seconds",
+            "benchmark",
+            "benchmark_margin_pct",
+            "host_group_name",
+            "unit",
+            "wave_size",
+            "wave_unit",
+            "max_down",
+            "progress_deadline_seconds",
+            "waves",
+            "current_wave",
+            "reason",
+            "requested_by_name",
+            "status",
+            "status_reason",
+            "params_digest",
+            "created_at",
+            "started_at",
+            "progress_at",
+            "finished_at",
+            "approval",
+            "hosts",
+            "link",
+        ]
 
     def get_benchmark(self, rollout: Rollout) -> str | None:
         return (rollout.benchmark or {}).get("name")

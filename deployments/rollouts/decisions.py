@@ -79,19 +79,32 @@ def rollout_approve(
         hosts_digest = rollout_hosts_digest(rollout)
         ttl = settings.APPROVAL_TTL_SECONDS
         RolloutApproval.objects.create(
-            rollout=rollout, approver=approver, approver_name=approver.get_username(),
-            decision=ApprovalDecision.APPROVED, reason=reason,
-            params_digest=rollout.params_digest, hosts_digest=hosts_digest, created_at=now,
+            rollout=rollout,
+            approver=approver,
+            approver_name=approver.get_username(),
+            decision=ApprovalDecision.APPROVED,
+            reason=reason,
+            params_digest=rollout.params_digest,
+            hosts_digest=hosts_digest,
+            created_at=now,
             expires_at=now + dt.timedelta(seconds=ttl),
-        )  # fmt: skip
+        )
         lifecycle.rollout_transition(
-            rollout=rollout, source=RolloutStatus.PENDING_APPROVAL,
-            target=RolloutStatus.APPROVED, action=AuditAction.ROLLOUT_APPROVED, actor=approver,
-            data={"reason": reason, "params_digest": rollout.params_digest,
-                  "hosts_digest": hosts_digest, "hosts": bound, "skipped": skipped,
-                  "start_within_seconds": ttl},
+            rollout=rollout,
+            source=RolloutStatus.PENDING_APPROVAL,
+            target=RolloutStatus.APPROVED,
+            action=AuditAction.ROLLOUT_APPROVED,
+            actor=approver,
+            data={
+                "reason": reason,
+                "params_digest": rollout.params_digest,
+                "hosts_digest": hosts_digest,
+                "hosts": bound,
+                "skipped": skipped,
+                "start_within_seconds": ttl,
+            },
             now=now,
-        )  # fmt: skip
+        )
         dispatch.rollout_advance_on_commit(rollout.pk)
     return rollout
 
@@ -121,10 +134,15 @@ def _bind_serving_state(
         if why is not None:
             text = f"not reviewable when the rollout was approved: {why}"
             lifecycle.rollout_host_transition(
-                rollout_host=rh, source=H.PENDING, target=H.SKIPPED,
-                action=AuditAction.ROLLOUT_HOST_SKIPPED, actor=approver,
-                data={"reason": text}, fields={"skip_reason": text}, now=now,
-            )  # fmt: skip
+                rollout_host=rh,
+                source=H.PENDING,
+                target=H.SKIPPED,
+                action=AuditAction.ROLLOUT_HOST_SKIPPED,
+                actor=approver,
+                data={"reason": text},
+                fields={"skip_reason": text},
+                now=now,
+            )
             skipped.append(f"{rh.host.name}: {why}")
             continue
         assert snapshot is not None and dep is not None
@@ -145,15 +163,24 @@ def rollout_reject(*, rollout: Rollout, approver: Any, reason: str) -> Rollout:
     with transaction.atomic():
         rollout = _locked(rollout, RolloutStatus.PENDING_APPROVAL)
         RolloutApproval.objects.create(
-            rollout=rollout, approver=approver, approver_name=approver.get_username(),
-            decision=ApprovalDecision.REJECTED, reason=reason,
-            params_digest=rollout.params_digest, created_at=now, expires_at=None,
-        )  # fmt: skip
+            rollout=rollout,
+            approver=approver,
+            approver_name=approver.get_username(),
+            decision=ApprovalDecision.REJECTED,
+            reason=reason,
+            params_digest=rollout.params_digest,
+            created_at=now,
+            expires_at=None,
+        )
         lifecycle.rollout_transition(
-            rollout=rollout, source=RolloutStatus.PENDING_APPROVAL,
-            target=RolloutStatus.REJECTED, action=AuditAction.ROLLOUT_REJECTED, actor=approver,
-            reason=reason, now=now,
-        )  # fmt: skip
+            rollout=rollout,
+            source=RolloutStatus.PENDING_APPROVAL,
+            target=RolloutStatus.REJECTED,
+            action=AuditAction.ROLLOUT_REJECTED,
+            actor=approver,
+            reason=reason,
+            now=now,
+        )
         lifecycle.rollout_hosts_not_reached(rollout=rollout, now=now)
     return rollout
 
@@ -165,10 +192,13 @@ def rollout_pause(*, rollout: Rollout, user: Any, reason: str = "") -> Rollout:
     with transaction.atomic():
         rollout = _locked(rollout, RolloutStatus.RUNNING)
         lifecycle.rollout_transition(
-            rollout=rollout, source=RolloutStatus.RUNNING, target=RolloutStatus.PAUSED,
-            action=AuditAction.ROLLOUT_PAUSED, actor=user,
+            rollout=rollout,
+            source=RolloutStatus.RUNNING,
+            target=RolloutStatus.PAUSED,
+            action=AuditAction.ROLLOUT_PAUSED,
+            actor=user,
             reason=reason.strip() or f"paused by {user.get_username()}",
-        )  # fmt: skip
+        )
     return rollout
 
 
@@ -179,11 +209,14 @@ def rollout_resume(*, rollout: Rollout, user: Any, reason: str = "") -> Rollout:
     with transaction.atomic():
         rollout = _locked(rollout, RolloutStatus.PAUSED)
         lifecycle.rollout_transition(
-            rollout=rollout, source=RolloutStatus.PAUSED, target=RolloutStatus.RUNNING,
-            action=AuditAction.ROLLOUT_RESUMED, actor=user,
+            rollout=rollout,
+            source=RolloutStatus.PAUSED,
+            target=RolloutStatus.RUNNING,
+            action=AuditAction.ROLLOUT_RESUMED,
+            actor=user,
             reason=reason.strip() or f"resumed by {user.get_username()}",
             fields={"progress_at": timezone.now()},
-        )  # fmt: skip
+        )
         dispatch.rollout_advance_on_commit(rollout.pk)
     return rollout
 
@@ -210,8 +243,12 @@ def rollout_abort(*, rollout: Rollout, user: Any, reason: str) -> Rollout:
             )
         rollout = _locked(locked, *abortable)
         lifecycle.rollout_transition(
-            rollout=rollout, source=abortable, target=RolloutStatus.ABORTED,
-            action=AuditAction.ROLLOUT_ABORTED, actor=user, reason=reason,
-        )  # fmt: skip
+            rollout=rollout,
+            source=abortable,
+            target=RolloutStatus.ABORTED,
+            action=AuditAction.ROLLOUT_ABORTED,
+            actor=user,
+            reason=reason,
+        )
         lifecycle.rollout_hosts_not_reached(rollout=rollout)
     return rollout

@@ -73,17 +73,21 @@ class RolloutForm(forms.Form):
         label="Serving benchmark, before and after each host's change",
     )
     benchmark_margin_pct = forms.IntegerField(
-        min_value=0, max_value=90, initial=10,
+        min_value=0,
+        max_value=90,
+        initial=10,
         label="Benchmark margin (%)",
         help_text="A host passes when its throughput is at least 100 - this % of its own "
         "baseline, measured right before its change.",
-    )  # fmt: skip
+    )
     progress_deadline_minutes = forms.IntegerField(
-        min_value=1, max_value=7 * 24 * 60, initial=30,
+        min_value=1,
+        max_value=7 * 24 * 60,
+        initial=30,
         label="Progress deadline (minutes)",
         help_text="The rollout halts, and rolls its wave back, when no host finishes its turn "
         "for this long.",
-    )  # fmt: skip
+    )
     acknowledge_busy = forms.BooleanField(
         required=False, label="Hosts may be serving: their changes drop requests in flight"
     )

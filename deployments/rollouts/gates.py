@@ -63,18 +63,22 @@ def change_judged(
         if incoherent:
             assert suite is not None
             return Judgement(
-                status, GateCheck.COHERENCE, f"coherence suite after the change: {suite.summary}",
+                status,
+                GateCheck.COHERENCE,
+                f"coherence suite after the change: {suite.summary}",
                 figures={"evaluation": suite.pk},
-            )  # fmt: skip
+            )
         return Judgement(
             status, GateCheck.CHANGE, f"change #{change.pk} {outcome.label}: {change.status_reason}"
         )
     if suite is None or incoherent:
         summary = suite.summary if suite is not None else "did not run"
         return Judgement(
-            H.FAILED, GateCheck.COHERENCE, f"coherence suite after the change: {summary}",
+            H.FAILED,
+            GateCheck.COHERENCE,
+            f"coherence suite after the change: {summary}",
             figures={"evaluation": suite.pk if suite is not None else None},
-        )  # fmt: skip
+        )
     if not benchmark:
         return Judgement(H.SUCCEEDED, figures={"coherence": suite.pk})
     return _benchmark_gate(change, margin_pct, suite)
@@ -86,37 +90,45 @@ def _benchmark_gate(change: ChangeRequest, margin_pct: int, suite: Evaluation) -
     if after is None or after.passed is not True:
         summary = after.summary if after is not None else "did not run"
         return Judgement(
-            H.FAILED, GateCheck.BENCHMARK, f"benchmark after the change: {summary}",
+            H.FAILED,
+            GateCheck.BENCHMARK,
+            f"benchmark after the change: {summary}",
             figures={"after": after.pk if after is not None else None},
-        )  # fmt: skip
+        )
     base = _latest(change, EvaluationKind.BENCHMARK, EvaluationPhase.BASELINE)
     if (base is None or base.passed is not True) and change.from_revision is not None:
         base = revision_baseline(change.from_revision)
     if base is None or base.passed is not True:
         return Judgement(
-            H.FAILED, GateCheck.BENCHMARK,
+            H.FAILED,
+            GateCheck.BENCHMARK,
             "benchmark: no baseline of this host to compare with (the run before the change "
             "did not complete, and its revision has none)",
             figures={"after": after.pk},
-        )  # fmt: skip
+        )
     found = throughput_ratio(after.results, base.results)
     figures: dict[str, Any] = {
-        "after": after.pk, "baseline": base.pk, "floor": round(floor, 3), "coherence": suite.pk,
-    }  # fmt: skip
+        "after": after.pk,
+        "baseline": base.pk,
+        "floor": round(floor, 3),
+        "coherence": suite.pk,
+    }
     if found is None:
         return Judgement(
-            H.FAILED, GateCheck.BENCHMARK,
+            H.FAILED,
+            GateCheck.BENCHMARK,
             "benchmark: not comparable with the host's baseline (other lengths or prompts, or "
             "no concurrency level in common)",
             figures=figures,
-        )  # fmt: skip
+        )
     ratio, level = found
     figures.update(ratio=round(ratio, 3), concurrency=level)
     if ratio < floor:
         return Judgement(
-            H.FAILED, GateCheck.BENCHMARK,
+            H.FAILED,
+            GateCheck.BENCHMARK,
             f"benchmark: {ratio:.0%} of this host's baseline throughput at {level} concurrent; "
             f"the margin allows down to {floor:.0%}",
             figures=figures,
-        )  # fmt: skip
+        )
     return Judgement(H.SUCCEEDED, figures=figures)

@@ -33,9 +33,12 @@ class Rollout(models.Model):
     kind = models.CharField(max_length=20, choices=ChangeKind.choices)
     # What each host's change request carries (deployments.services.change_request_create).
     model = models.ForeignKey(
-        "deployments.ModelArtifact", on_delete=models.PROTECT, null=True, blank=True,
+        "deployments.ModelArtifact",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
         related_name="+",
-    )  # fmt: skip
+    )
     tensor_parallel_size = models.PositiveSmallIntegerField(null=True, blank=True)
     max_model_len = models.PositiveIntegerField(null=True, blank=True)
     extra_args = models.JSONField(null=True, blank=True)
@@ -50,9 +53,12 @@ class Rollout(models.Model):
     # the approval binds to what the hook runs, and the rollout stops if an administrator
     # edits, disables or deletes it afterwards (orchestrator._approval_problem).
     drain_hook = models.ForeignKey(
-        "deployments.DrainHook", on_delete=models.SET_NULL, null=True, blank=True,
+        "deployments.DrainHook",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
         related_name="+",
-    )  # fmt: skip
+    )
     drain_hook_name = models.CharField(max_length=64, blank=True)
     drain_hook_digest = models.CharField(max_length=64, blank=True)
     drain_deadline_seconds = models.PositiveIntegerField(
@@ -65,9 +71,12 @@ class Rollout(models.Model):
         help_text="How long each host's job waits for its requests in flight to finish.",
     )
     benchmark_profile = models.ForeignKey(
-        "deployments.BenchmarkProfile", on_delete=models.SET_NULL, null=True, blank=True,
+        "deployments.BenchmarkProfile",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
         related_name="+",
-    )  # fmt: skip
+    )
     # The profile's definition when the rollout was requested: what the approval binds to, and
     # what each host's change must carry.
     benchmark = models.JSONField(null=True, blank=True)
@@ -159,9 +168,12 @@ class RolloutHost(models.Model):
         StateSnapshot, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     approved_revision = models.ForeignKey(
-        "deployments.DeploymentRevision", on_delete=models.PROTECT, null=True, blank=True,
+        "deployments.DeploymentRevision",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
         related_name="+",
-    )  # fmt: skip
+    )
     approved_unit_sha256 = models.CharField(max_length=64, blank=True)
     approved_models = models.JSONField(default=list, blank=True)
     skip_reason = models.TextField(blank=True)
@@ -172,13 +184,19 @@ class RolloutHost(models.Model):
     # Made in the same transaction that moves the host to running, so a worker killed at any
     # point never makes a second change for the host (unique: one row names it).
     change = models.OneToOneField(
-        "deployments.ChangeRequest", on_delete=models.PROTECT, null=True, blank=True,
+        "deployments.ChangeRequest",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
         related_name="rollout_host",
-    )  # fmt: skip
+    )
     rollback_change = models.OneToOneField(
-        "deployments.ChangeRequest", on_delete=models.PROTECT, null=True, blank=True,
+        "deployments.ChangeRequest",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
         related_name="rollout_rollback_of",
-    )  # fmt: skip
+    )
     # A worker taking the host's turn (probe, check, request) holds it with a token, renewed
     # while it probes; one that died leaves a claim that lapses (ROLLOUT_CLAIM_SECONDS).
     claim_token = models.CharField(max_length=32, blank=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -22,7 +21,6 @@ from django.utils import timezone
 
 from controlplane.audit.actions import AuditAction
 
-from .. import kinds
 from ..choices import FINAL_STATUSES, ChangeStatus
 from . import lifecycle
 from .choices import (
@@ -36,6 +34,13 @@ from .gates import change_judged
 from .models import Rollout, RolloutHost
 from .requests import rollout_drain_problem, rollout_hosts_digest, rollout_params_digest
 from .turns import turn_taken
+from .wave_ends import (
+    rollout_hosts,
+    wave_halt,
+    wave_pass,
+    wave_roll_back,
+    wave_started_record,
+)
 from .waves import wave_label
 
 H = RolloutHostStatus
@@ -92,12 +97,14 @@ def rollout_sync(*, rollout_id: int, now: dt.datetime | None = None) -> int:
                 {} if target == H.ROLLED_BACK else {"skip_reason": f"{text}: {back.status_reason}"}
             )
             moved += lifecycle.rollout_host_transition(
-                rollout_host=rh, source=H.ROLLING_BACK, target=target,
+                rollout_host=rh,
+                source=H.ROLLING_BACK,
+                target=target,
                 action=AuditAction.ROLLOUT_HOST_CHECKED,
                 data={"rollback_change": back.pk, "outcome": back.status},
                 fields=why,
                 now=now,
-            )  # fmt: skip
+            )
     if moved:
         Rollout.objects.filter(pk=rollout.pk).update(progress_at=now)
     return moved
@@ -115,14 +122,27 @@ def _judge(rollout: Rollout, rh: RolloutHost, now: dt.datetime) -> int:
         AuditAction.ROLLOUT_HOST_SKIPPED if judged.skip_reason else AuditAction.ROLLOUT_HOST_CHECKED
     )
     return lifecycle.rollout_host_transition(
-        rollout_host=rh, source=H.RUNNING, target=judged.status, action=action,
-        data={"change": change.pk, "outcome": change.status, "passed": judged.passed,
-              "check": judged.check or None, "failure": judged.failure or None,
-              "reason": judged.skip_reason or None, "figures": judged.figures},
-        fields={"gate_check": judged.check, "gate_failure": judged.failure,
-                "gate": judged.figures, "skip_reason": judged.skip_reason},
+        rollout_host=rh,
+        source=H.RUNNING,
+        target=judged.status,
+        action=action,
+        data={
+            "change": change.pk,
+            "outcome": change.status,
+            "passed": judged.passed,
+            "check": judged.check or None,
+            "failure": judged.failure or None,
+            "reason": judged.skip_reason or None,
+            "figures": judged.figures,
+        },
+        fields={
+            "gate_check": judged.check,
+            "gate_failure": judged.failure,
+            "gate": judged.figures,
+            "skip_reason": judged.skip_reason,
+        },
         now=now,
-    )  # fmt: skip
+    )
 
 
 # --- deciding, under the rollout's row lock ----------------------------------------------------
@@ -138,20 +158,12 @@ def rollout_decide(*, rollout_id: int, now: dt.datetime | None = None) -> list[C
         if rollout.status in (R.RUNNING, R.PAUSED):
             _check_wave(rollout, now)
         if rollout.status == R.HALTING:
-            _roll_back(rollout, now)
+            wave_roll_back(rollout, now)
         if rollout.status == R.RUNNING:
             return _claim(rollout, now, rollback=False)
         if rollout.status == R.HALTING:
             return _claim(rollout, now, rollback=True)
     return []
-
-
-def _hosts(rollout: Rollout) -> list[RolloutHost]:
-    rows = RolloutHost.objects.filter(rollout=rollout).select_related("host", "change")
-    hosts = list(rows.order_by("position"))
-    for rh in hosts:
-        rh.rollout = rollout
-    return hosts
 
 
 def _start(rollout: Rollout, now: dt.datetime) -> None:
@@ -168,10 +180,14 @@ def _start(rollout: Rollout, now: dt.datetime) -> None:
         _fail(rollout, problem, now)
         return
     lifecycle.rollout_transition(
-        rollout=rollout, source=R.APPROVED, target=R.RUNNING,
-        action=AuditAction.ROLLOUT_STARTED, fields={"started_at": now}, now=now,
-    )  # fmt: skip
-    _record_wave_started(rollout, 0)
+        rollout=rollout,
+        source=R.APPROVED,
+        target=R.RUNNING,
+        action=AuditAction.ROLLOUT_STARTED,
+        fields={"started_at": now},
+        now=now,
+    )
+    wave_started_record(rollout, 0)
 
 
 def _approval_problem(rollout: Rollout) -> str | None:
@@ -195,9 +211,13 @@ def _approval_problem(rollout: Rollout) -> str | None:
 
 def _fail(rollout: Rollout, problem: str, now: dt.datetime) -> None:
     lifecycle.rollout_transition(
-        rollout=rollout, source=[R.APPROVED, R.RUNNING, R.PAUSED], target=R.FAILED,
-        action=AuditAction.ROLLOUT_FAILED, reason=f"stopped: {problem}", now=now,
-    )  # fmt: skip
+        rollout=rollout,
+        source=[R.APPROVED, R.RUNNING, R.PAUSED],
+        target=R.FAILED,
+        action=AuditAction.ROLLOUT_FAILED,
+        reason=f"stopped: {problem}",
+        now=now,
+    )
     lifecycle.rollout_hosts_not_reached(rollout=rollout, now=now)
 
 
@@ -207,17 +227,19 @@ def _check_wave(rollout: Rollout, now: dt.datetime) -> None:
     if problem:
         _fail(rollout, problem, now)
         return
-    hosts = _hosts(rollout)
+    hosts = rollout_hosts(rollout)
     wave = [rh for rh in hosts if rh.wave == rollout.current_wave]
     failed = [rh for rh in wave if rh.gate_check]
     if failed:
         where = "; ".join(f"{rh.host.name}: {rh.gate_failure}" for rh in failed)
-        _halt(rollout, f"{wave_label(rollout.current_wave)} failed a check: {where}", failed, now)
+        wave_halt(
+            rollout, f"{wave_label(rollout.current_wave)} failed a check: {where}", failed, now
+        )
         return
     if rollout.status != R.RUNNING:
         return
     if _deadline_passed(rollout, now):
-        _halt(
+        wave_halt(
             rollout,
             f"the progress deadline passed: no host finished its turn in "
             f"{rollout.progress_deadline_seconds} s",
@@ -229,7 +251,7 @@ def _check_wave(rollout: Rollout, now: dt.datetime) -> None:
         return
     if rollout.current_wave == 0 and _replace_canary(rollout, hosts, wave):
         return
-    _pass_wave(rollout, wave, now)
+    wave_pass(rollout, wave, now)
 
 
 def _deadline_passed(rollout: Rollout, now: dt.datetime) -> bool:
@@ -248,77 +270,15 @@ def _replace_canary(rollout: Rollout, hosts: list[RolloutHost], wave: list[Rollo
     if not waiting:
         return False
     RolloutHost.objects.filter(pk=waiting[0].pk).update(wave=0)
-    _record_wave_started(rollout, 0, replaces=[rh.host.name for rh in wave])
+    wave_started_record(rollout, 0, replaces=[rh.host.name for rh in wave])
     return True
-
-
-def _pass_wave(rollout: Rollout, wave: list[RolloutHost], now: dt.datetime) -> None:
-    lifecycle.rollout_record(
-        rollout=rollout,
-        action=AuditAction.ROLLOUT_WAVE_PASSED,
-        data=_wave_data(rollout.current_wave, wave),
-    )
-    following = rollout.current_wave + 1
-    if following < rollout.waves:
-        Rollout.objects.filter(pk=rollout.pk).update(current_wave=following, progress_at=now)
-        rollout.current_wave, rollout.progress_at = following, now
-        _record_wave_started(rollout, following)
-        return
-    changed = sum(1 for rh in _hosts(rollout) if rh.status == H.SUCCEEDED)
-    skipped = sum(1 for rh in _hosts(rollout) if rh.status == H.SKIPPED)
-    lifecycle.rollout_transition(
-        rollout=rollout, source=R.RUNNING, target=R.SUCCEEDED,
-        action=AuditAction.ROLLOUT_SUCCEEDED,
-        reason=f"{changed} hosts changed and checked, {skipped} skipped", now=now,
-    )  # fmt: skip
-
-
-def _halt(rollout: Rollout, reason: str, failed: list[RolloutHost], now: dt.datetime) -> None:
-    lifecycle.rollout_transition(
-        rollout=rollout, source=[R.RUNNING, R.PAUSED], target=R.HALTING,
-        action=AuditAction.ROLLOUT_HALTED, reason=reason,
-        data={"wave": rollout.current_wave,
-              "failures": [{"host": rh.host.name, "check": rh.gate_check,
-                            "failure": rh.gate_failure, "change": rh.change_id} for rh in failed]},
-        now=now,
-    )  # fmt: skip
-
-
-def _roll_back(rollout: Rollout, now: dt.datetime) -> None:
-    """Once nothing of the halted wave is still changing, each of its hosts that was changed
-    goes back; once they all have (or could not), the rollout is halted for good."""
-    hosts = _hosts(rollout)
-    claim_lapse = settings.ROLLOUT_CLAIM_SECONDS
-    if any(rh.status == H.RUNNING or rh.claimed(now, claim_lapse) for rh in hosts):
-        return
-    writes = kinds.spec(rollout.kind).writes_revision
-    for rh in hosts:
-        changed = rh.change is not None and rh.change.status == ChangeStatus.SUCCEEDED
-        if (
-            rh.wave == rollout.current_wave
-            and rh.status in (H.SUCCEEDED, H.FAILED)
-            and changed
-            and writes
-        ):
-            lifecycle.rollout_host_transition(
-                rollout_host=rh, source=rh.status, target=H.ROLLBACK_PENDING, now=now
-            )
-    if any(rh.status in (H.ROLLBACK_PENDING, H.ROLLING_BACK) for rh in hosts):
-        return
-    wave = [rh for rh in hosts if rh.wave == rollout.current_wave]
-    lifecycle.rollout_transition(
-        rollout=rollout, source=R.HALTING, target=R.HALTED,
-        action=AuditAction.ROLLOUT_ROLLED_BACK, reason=rollout.status_reason,
-        data=_wave_data(rollout.current_wave, wave), now=now,
-    )  # fmt: skip
-    lifecycle.rollout_hosts_not_reached(rollout=rollout, now=now)
 
 
 def _claim(rollout: Rollout, now: dt.datetime, *, rollback: bool) -> list[Claim]:
     """Claim as many turns as `max_down` leaves room for: the current wave's waiting hosts
     going forward, or a halted wave's hosts to roll back."""
     lapse = settings.ROLLOUT_CLAIM_SECONDS
-    hosts = _hosts(rollout)
+    hosts = rollout_hosts(rollout)
     busy = sum(1 for rh in hosts if rh.status in BUSY_HOST_STATUSES or rh.claimed(now, lapse))
     if rollback:
         waiting = [rh for rh in hosts if rh.status == H.ROLLBACK_PENDING]
@@ -339,32 +299,3 @@ def _claim(rollout: Rollout, now: dt.datetime, *, rollback: bool) -> list[Claim]
             claims.append((rh.pk, token, rollback))
             busy += 1
     return claims
-
-
-# --- what the audit log says of waves --------------------------------------------------------
-
-
-def _record_wave_started(rollout: Rollout, wave: int, **extra: Any) -> None:
-    names = list(
-        RolloutHost.objects.filter(rollout=rollout, wave=wave)
-        .order_by("position")
-        .values_list("host__name", flat=True)
-    )
-    lifecycle.rollout_record(
-        rollout=rollout,
-        action=AuditAction.ROLLOUT_WAVE_STARTED,
-        data={"wave": wave, "label": wave_label(wave), "hosts": names, **extra},
-    )
-
-
-def _wave_data(wave: int, hosts: list[RolloutHost]) -> dict[str, Any]:
-    return {
-        "wave": wave,
-        "label": wave_label(wave),
-        "hosts": [
-            {"host": rh.host.name, "status": rh.status, "change": rh.change_id,
-             "check": rh.gate_check or None, "failure": rh.gate_failure or None,
-             "skipped": rh.skip_reason or None, "figures": rh.gate or None}
-            for rh in hosts
-        ],
-    }  # fmt: skip

@@ -31,8 +31,12 @@ from .waves import wave_numbers
 # Checked here so the form and the API say it before anything is stored; the model's
 # validators say the same of stored rows.
 VALIDATED_FIELDS = (
-    "wave_size", "max_down", "progress_deadline_seconds", "benchmark_margin_pct", "wave_unit",
-)  # fmt: skip
+    "wave_size",
+    "max_down",
+    "progress_deadline_seconds",
+    "benchmark_margin_pct",
+    "wave_unit",
+)
 
 
 def rollout_params_digest(rollout: Rollout) -> str:
@@ -120,12 +124,19 @@ def rollout_create(
         reason = reasons.validate_reason(reason, what="a rollout")
     except ValidationError as exc:
         raise RolloutRefused(exc.messages[0]) from exc
-    shaped = {"tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len,
-              "extra_args": extra_args, "environment": environment}  # fmt: skip
+    shaped = {
+        "tensor_parallel_size": tensor_parallel_size,
+        "max_model_len": max_model_len,
+        "extra_args": extra_args,
+        "environment": environment,
+    }
     wrong = kinds.request_field_errors(
-        kind, model=model is not None, shaped=[k for k, v in shaped.items() if v is not None],
-        benchmark=benchmark or benchmark_profile is not None, drain=drain_hook is not None,
-    )  # fmt: skip
+        kind,
+        model=model is not None,
+        shaped=[k for k, v in shaped.items() if v is not None],
+        benchmark=benchmark or benchmark_profile is not None,
+        drain=drain_hook is not None,
+    )
     if wrong:
         raise RolloutRefused(" ".join(wrong.values()), fields=wrong)
     _check_shaping(extra_args, environment)
@@ -133,22 +144,33 @@ def rollout_create(
     profile = _profile(benchmark_profile, benchmark)
     chosen = _selection(user, hosts, host_group)
     rollout = Rollout(
-        kind=kind, model=model, tensor_parallel_size=tensor_parallel_size,
-        max_model_len=max_model_len, extra_args=extra_args, environment=environment,
-        acknowledge_busy=acknowledge_busy, drain_hook=drain_hook,
+        kind=kind,
+        model=model,
+        tensor_parallel_size=tensor_parallel_size,
+        max_model_len=max_model_len,
+        extra_args=extra_args,
+        environment=environment,
+        acknowledge_busy=acknowledge_busy,
+        drain_hook=drain_hook,
         drain_hook_name=drain["hook_name"] if drain else "",
         drain_hook_digest=drain["hook_digest"] if drain else "",
         drain_deadline_seconds=drain["deadline_seconds"] if drain else None,
         benchmark_profile=profile,
         benchmark=profile.definition() if profile is not None else None,
-        benchmark_margin_pct=benchmark_margin_pct, host_group=host_group,
-        host_group_name=host_group.name if host_group is not None else "", unit=unit,
-        wave_size=wave_size, wave_unit=wave_unit, max_down=max_down,
-        progress_deadline_seconds=progress_deadline_seconds, reason=reason, requested_by=user,
-        requested_by_name=user.get_username(), params_digest="",
-        correlation_id=audit_context.current().correlation_id
-        or audit_context.new_correlation_id(),
-    )  # fmt: skip
+        benchmark_margin_pct=benchmark_margin_pct,
+        host_group=host_group,
+        host_group_name=host_group.name if host_group is not None else "",
+        unit=unit,
+        wave_size=wave_size,
+        wave_unit=wave_unit,
+        max_down=max_down,
+        progress_deadline_seconds=progress_deadline_seconds,
+        reason=reason,
+        requested_by=user,
+        requested_by_name=user.get_username(),
+        params_digest="",
+        correlation_id=audit_context.current().correlation_id or audit_context.new_correlation_id(),
+    )
     _validate(rollout)
     numbers = wave_numbers(len(chosen), wave_size=wave_size, unit=wave_unit)
     with transaction.atomic():

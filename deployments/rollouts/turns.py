@@ -163,29 +163,45 @@ def _request(
         # Back to exactly what the host served when the rollout was approved, not merely one
         # revision back: the same, unless the unit was rewritten in between.
         change = services.change_request_create(
-            user=rollout.requested_by, deployment=rh.deployment, kind=ChangeKind.ROLLBACK,
-            snapshot=snapshot, reason=why, acknowledge_busy=rollout.acknowledge_busy,
-            revision=rh.approved_revision, rollout=rollout.pk, drain_hook=hook,
+            user=rollout.requested_by,
+            deployment=rh.deployment,
+            kind=ChangeKind.ROLLBACK,
+            snapshot=snapshot,
+            reason=why,
+            acknowledge_busy=rollout.acknowledge_busy,
+            revision=rh.approved_revision,
+            rollout=rollout.pk,
+            drain_hook=hook,
             drain_deadline_seconds=deadline,
-        )  # fmt: skip
+        )
     else:
         why = f"rollout #{rollout.pk}, {wave_label(rh.wave)}: {rollout.reason}"
         change = services.change_request_create(
-            user=rollout.requested_by, deployment=rh.deployment, kind=rollout.kind,
-            snapshot=snapshot, reason=why, model=rollout.model,
+            user=rollout.requested_by,
+            deployment=rh.deployment,
+            kind=rollout.kind,
+            snapshot=snapshot,
+            reason=why,
+            model=rollout.model,
             tensor_parallel_size=rollout.tensor_parallel_size,
-            max_model_len=rollout.max_model_len, extra_args=rollout.extra_args,
-            environment=rollout.environment, acknowledge_busy=rollout.acknowledge_busy,
+            max_model_len=rollout.max_model_len,
+            extra_args=rollout.extra_args,
+            environment=rollout.environment,
+            acknowledge_busy=rollout.acknowledge_busy,
             benchmark_profile=rollout.benchmark_profile if rollout.benchmark else None,
-            rollout=rollout.pk, drain_hook=hook, drain_deadline_seconds=deadline,
-        )  # fmt: skip
+            rollout=rollout.pk,
+            drain_hook=hook,
+            drain_deadline_seconds=deadline,
+        )
     if change.status == ChangeStatus.PENDING_APPROVAL:
         assert approval.approver is not None
         change = services.change_request_approve_for_rollout(
-            change=change, approver=approval.approver, rollout_id=rollout.pk,
+            change=change,
+            approver=approval.approver,
+            rollout_id=rollout.pk,
             reason=f"rollout #{rollout.pk}, approved by {approval.approver_name}: "
             f"{approval.reason}",
-        )  # fmt: skip
+        )
     if change.status != ChangeStatus.QUEUED:
         raise services.ChangeRefused(
             f"change #{change.pk} is {change.get_status_display()}: {change.status_reason}"
@@ -219,9 +235,13 @@ def host_turn_on(*, rollout_host_id: int, token: str, snapshot: StateSnapshot) -
             _release(rh_locked, token)  # paused or ended meanwhile: not this host's turn now
             return
         why = host_mismatch(
-            rh=rh_locked, snapshot=snapshot, verdict=verdict, rollout=rollout,
-            approval=approval, now=now,
-        )  # fmt: skip
+            rh=rh_locked,
+            snapshot=snapshot,
+            verdict=verdict,
+            rollout=rollout,
+            approval=approval,
+            now=now,
+        )
         if why is None:
             try:
                 with transaction.atomic():
@@ -230,16 +250,20 @@ def host_turn_on(*, rollout_host_id: int, token: str, snapshot: StateSnapshot) -
                 why = f"its change was refused: {exc.message}"
             else:
                 lifecycle.rollout_host_transition(
-                    rollout_host=rh_locked, source=H.PENDING, target=H.RUNNING,
+                    rollout_host=rh_locked,
+                    source=H.PENDING,
+                    target=H.RUNNING,
                     fields={"change": change, "claim_token": ""},
-                )  # fmt: skip
+                )
                 return
         lifecycle.rollout_host_transition(
-            rollout_host=rh_locked, source=H.PENDING, target=H.SKIPPED,
+            rollout_host=rh_locked,
+            source=H.PENDING,
+            target=H.SKIPPED,
             action=AuditAction.ROLLOUT_HOST_SKIPPED,
             data={"reason": why, "snapshot": snapshot.pk},
             fields={"skip_reason": why, "claim_token": ""},
-        )  # fmt: skip
+        )
 
 
 def rollback_mismatch(*, rh: RolloutHost, snapshot: StateSnapshot, now: dt.datetime) -> str | None:
@@ -288,17 +312,21 @@ def rollback_turn_on(*, rollout_host_id: int, token: str, snapshot: StateSnapsho
                 why = f"its rollback was refused: {exc.message}"
             else:
                 lifecycle.rollout_host_transition(
-                    rollout_host=rh_locked, source=H.ROLLBACK_PENDING, target=H.ROLLING_BACK,
+                    rollout_host=rh_locked,
+                    source=H.ROLLBACK_PENDING,
+                    target=H.ROLLING_BACK,
                     fields={"rollback_change": change, "claim_token": ""},
-                )  # fmt: skip
+                )
                 return
         text = f"not rolled back: {why}"
         lifecycle.rollout_host_transition(
-            rollout_host=rh_locked, source=H.ROLLBACK_PENDING, target=H.ROLLBACK_FAILED,
+            rollout_host=rh_locked,
+            source=H.ROLLBACK_PENDING,
+            target=H.ROLLBACK_FAILED,
             action=AuditAction.ROLLOUT_HOST_CHECKED,
             data={"rollback": "not made", "reason": text, "snapshot": snapshot.pk},
             fields={"skip_reason": text, "claim_token": ""},
-        )  # fmt: skip
+        )
 
 
 def turn_taken(*, rollout_host_id: int, token: str, rollback: bool) -> None:
@@ -317,7 +345,10 @@ def turn_taken(*, rollout_host_id: int, token: str, rollback: bool) -> None:
             (H.ROLLBACK_PENDING, H.ROLLBACK_FAILED) if rollback else (H.PENDING, H.SKIPPED)
         )
         lifecycle.rollout_host_transition(
-            rollout_host=rh, source=source, target=target,
-            action=AuditAction.ROLLOUT_HOST_SKIPPED, data={"reason": text},
+            rollout_host=rh,
+            source=source,
+            target=target,
+            action=AuditAction.ROLLOUT_HOST_SKIPPED,
+            data={"reason": text},
             fields={"skip_reason": text[:4000], "claim_token": ""},
-        )  # fmt: skip
+        )

@@ -105,11 +105,13 @@ def _decided(
 def rollout_approve(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = _visible(request, pk)
     return _decided(
-        request, pk, lambda: access.rollout_decide_allowed(user=request.user),
+        request,
+        pk,
+        lambda: access.rollout_decide_allowed(user=request.user),
         lambda reason: decisions.rollout_approve(
             rollout=rollout, approver=request.user, reason=reason
         ),
-    )  # fmt: skip
+    )
 
 
 @require_POST
@@ -117,11 +119,13 @@ def rollout_approve(request: HttpRequest, pk: int) -> HttpResponse:
 def rollout_reject(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = _visible(request, pk)
     return _decided(
-        request, pk, lambda: access.rollout_decide_allowed(user=request.user),
+        request,
+        pk,
+        lambda: access.rollout_decide_allowed(user=request.user),
         lambda reason: decisions.rollout_reject(
             rollout=rollout, approver=request.user, reason=reason
         ),
-    )  # fmt: skip
+    )
 
 
 @require_POST
@@ -129,9 +133,11 @@ def rollout_reject(request: HttpRequest, pk: int) -> HttpResponse:
 def rollout_pause(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = _visible(request, pk)
     return _decided(
-        request, pk, lambda: access.rollout_control_allowed(user=request.user),
+        request,
+        pk,
+        lambda: access.rollout_control_allowed(user=request.user),
         lambda reason: decisions.rollout_pause(rollout=rollout, user=request.user, reason=reason),
-    )  # fmt: skip
+    )
 
 
 @require_POST
@@ -139,9 +145,11 @@ def rollout_pause(request: HttpRequest, pk: int) -> HttpResponse:
 def rollout_resume(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = _visible(request, pk)
     return _decided(
-        request, pk, lambda: access.rollout_control_allowed(user=request.user),
+        request,
+        pk,
+        lambda: access.rollout_control_allowed(user=request.user),
         lambda reason: decisions.rollout_resume(rollout=rollout, user=request.user, reason=reason),
-    )  # fmt: skip
+    )
 
 
 @require_POST
@@ -149,6 +157,8 @@ def rollout_resume(request: HttpRequest, pk: int) -> HttpResponse:
 def rollout_abort(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = _visible(request, pk)
     return _decided(
-        request, pk, lambda: access.rollout_control_allowed(user=request.user),
+        request,
+        pk,
+        lambda: access.rollout_control_allowed(user=request.user),
         lambda reason: decisions.rollout_abort(rollout=rollout, user=request.user, reason=reason),
-    )  # fmt: skip
+    )
