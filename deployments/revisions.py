@@ -68,18 +68,31 @@ def revision_render(
     env = dict(base.environment if base is not None and environment is None else environment or {})
     bind_address = deployment.bind_address
     spec = units.UnitSpec(
-        unit=deployment.unit, engine=model.engine, engine_binary=deployment.engine_binary,
-        model_path=model.path, served_name=model.served_name,
-        tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
-        port=deployment.port, bind_address=bind_address, extra_args=args,
-        environment=tuple(sorted(env.items())), drain_grace=deployment.drain_grace_seconds,
-    )  # fmt: skip
+        unit=deployment.unit,
+        engine=model.engine,
+        engine_binary=deployment.engine_binary,
+        model_path=model.path,
+        served_name=model.served_name,
+        tensor_parallel_size=tensor_parallel_size,
+        max_model_len=max_model_len,
+        port=deployment.port,
+        bind_address=bind_address,
+        extra_args=args,
+        environment=tuple(sorted(env.items())),
+        drain_grace=deployment.drain_grace_seconds,
+    )
     if base is None:
         text = units.render_unit(spec)
         return RevisionContent(
-            model, tensor_parallel_size, max_model_len, args, text, env,
-            bind_address=bind_address, drain_grace=deployment.drain_grace_seconds,
-        )  # fmt: skip
+            model,
+            tensor_parallel_size,
+            max_model_len,
+            args,
+            text,
+            env,
+            bind_address=bind_address,
+            drain_grace=deployment.drain_grace_seconds,
+        )
     if not base.exact_bytes:
         raise UnitNotWritable(
             f"revision {base.number} was adopted with secrets in the unit file (shown "
@@ -88,15 +101,26 @@ def revision_render(
         )
     try:
         text = units.rewrite_unit(
-            base.unit_text, exec_start_line=units.exec_start(spec), old_env=base.environment,
-            new_env=env, unit=deployment.unit, drain_grace=deployment.drain_grace_seconds,
-        )  # fmt: skip
+            base.unit_text,
+            exec_start_line=units.exec_start(spec),
+            old_env=base.environment,
+            new_env=env,
+            unit=deployment.unit,
+            drain_grace=deployment.drain_grace_seconds,
+        )
     except units.UnitNotRewritable as exc:
         raise UnitNotWritable(f"revision {base.number}: {exc}") from exc
     return RevisionContent(
-        model, tensor_parallel_size, max_model_len, args, text, env, dict(base.file_variables),
-        bind_address=bind_address, drain_grace=deployment.drain_grace_seconds,
-    )  # fmt: skip
+        model,
+        tensor_parallel_size,
+        max_model_len,
+        args,
+        text,
+        env,
+        dict(base.file_variables),
+        bind_address=bind_address,
+        drain_grace=deployment.drain_grace_seconds,
+    )
 
 
 def adopted_extra_args(plan: serving_plan.ServingPlan) -> tuple[str, ...]:
@@ -232,11 +256,14 @@ def deployment_current_revision(
     adopted = content is not None
     if content is None:
         content = revision_render(
-            deployment=deployment, model=deployment.model,
+            deployment=deployment,
+            model=deployment.model,
             tensor_parallel_size=deployment.tensor_parallel_size,
-            max_model_len=deployment.max_model_len, extra_args=list(deployment.extra_args),
-            number=number, environment=dict(deployment.environment),
-        )  # fmt: skip
+            max_model_len=deployment.max_model_len,
+            extra_args=list(deployment.extra_args),
+            number=number,
+            environment=dict(deployment.environment),
+        )
     if adopted:
         _follow_the_unit(deployment, content)
     revision = revision_create(
@@ -328,22 +355,34 @@ def change_target(
         # The control plane writes the unit file, not the environment files it names: after
         # the rollback they set what they set now.
         return ChangeTarget(
-            kind, current, target.model, target.unit_text, revision=target,
+            kind,
+            current,
+            target.model,
+            target.unit_text,
+            revision=target,
             file_variables=variables,
-        )  # fmt: skip
+        )
     if kind not in {ChangeKind.REDEPLOY, ChangeKind.MODEL_SWAP}:
         return ChangeTarget(
             kind, current, current.model, current.unit_text, file_variables=variables
         )
     number = next_revision_number(deployment)
     content = revision_render(
-        deployment=deployment, model=model or current.model,
+        deployment=deployment,
+        model=model or current.model,
         tensor_parallel_size=tensor_parallel_size or current.tensor_parallel_size,
         max_model_len=max_model_len or current.max_model_len,
         extra_args=list(current.extra_args) if extra_args is None else extra_args,
-        number=number, base=current, environment=environment,
-    )  # fmt: skip
+        number=number,
+        base=current,
+        environment=environment,
+    )
     return ChangeTarget(
-        kind, current, content.model, content.unit_text, content, number,
+        kind,
+        current,
+        content.model,
+        content.unit_text,
+        content,
+        number,
         file_variables=variables,
-    )  # fmt: skip
+    )

@@ -81,9 +81,14 @@ def change_request_approve(
         )
     reason = require_reason(reason, "an approval")
     return _grant(
-        change=change, user=approver, snapshot=snapshot, reason=reason,
-        decision=ApprovalDecision.APPROVED, action=AuditAction.CHANGE_APPROVED, when="approval",
-    )  # fmt: skip
+        change=change,
+        user=approver,
+        snapshot=snapshot,
+        reason=reason,
+        decision=ApprovalDecision.APPROVED,
+        action=AuditAction.CHANGE_APPROVED,
+        when="approval",
+    )
 
 
 def change_request_break_glass(
@@ -93,10 +98,15 @@ def change_request_break_glass(
     change_request_break_glass_allowed(user=admin, host=change.host)
     reason = require_reason(reason, "break-glass", minimum=10)
     return _grant(
-        change=change, user=admin, snapshot=snapshot, reason=reason,
-        decision=ApprovalDecision.BREAK_GLASS, action=AuditAction.CHANGE_BREAK_GLASS,
-        when="break-glass", alert=True,
-    )  # fmt: skip
+        change=change,
+        user=admin,
+        snapshot=snapshot,
+        reason=reason,
+        decision=ApprovalDecision.BREAK_GLASS,
+        action=AuditAction.CHANGE_BREAK_GLASS,
+        when="break-glass",
+        alert=True,
+    )
 
 
 def change_request_approve_for_rollout(
@@ -116,10 +126,15 @@ def change_request_approve_for_rollout(
         raise ChangeRefused(f"change #{change.pk} is not part of rollout #{rollout_id}")
     reason = require_reason(reason, "an approval")
     return _grant(
-        change=change, user=approver, snapshot=change.snapshot, reason=reason,
-        decision=ApprovalDecision.APPROVED, action=AuditAction.CHANGE_APPROVED,
-        when="rollout's approval", extra={"rollout": rollout_id},
-    )  # fmt: skip
+        change=change,
+        user=approver,
+        snapshot=change.snapshot,
+        reason=reason,
+        decision=ApprovalDecision.APPROVED,
+        action=AuditAction.CHANGE_APPROVED,
+        when="rollout's approval",
+        extra={"rollout": rollout_id},
+    )
 
 
 def _grant(
@@ -156,11 +171,17 @@ def _grant(
             return change
         now = timezone.now()
         Approval.objects.create(
-            change=change, approver=user, approver_name=user.get_username(), decision=decision,
-            reason=reason, snapshot=snapshot, snapshot_digest=snapshot.digest,
-            params_digest=change.params_digest, created_at=now,
+            change=change,
+            approver=user,
+            approver_name=user.get_username(),
+            decision=decision,
+            reason=reason,
+            snapshot=snapshot,
+            snapshot_digest=snapshot.digest,
+            params_digest=change.params_digest,
+            created_at=now,
             expires_at=now + dt.timedelta(seconds=settings.APPROVAL_TTL_SECONDS),
-        )  # fmt: skip
+        )
         data: dict[str, Any] = {
             "reason": reason,
             "snapshot_age_seconds": round(age, 3),
@@ -172,9 +193,14 @@ def _grant(
         data.update(extra or {})
         try:
             lifecycle.change_transition(
-                change=change, source=ChangeStatus.PENDING_APPROVAL, target=ChangeStatus.QUEUED,
-                action=action, actor=user, snapshot=snapshot, data=data,
-            )  # fmt: skip
+                change=change,
+                source=ChangeStatus.PENDING_APPROVAL,
+                target=ChangeStatus.QUEUED,
+                action=action,
+                actor=user,
+                snapshot=snapshot,
+                data=data,
+            )
         except IntegrityError as exc:
             raise ChangeRefused(
                 f"another job is queued or running on {change.host.name}; approve again once "
@@ -192,16 +218,27 @@ def change_request_reject(*, change: ChangeRequest, approver: Any, reason: str) 
         change = lock_in_status(change, ChangeStatus.PENDING_APPROVAL)
         now = timezone.now()
         Approval.objects.create(
-            change=change, approver=approver, approver_name=approver.get_username(),
-            decision=ApprovalDecision.REJECTED, reason=reason, snapshot=change.snapshot,
-            snapshot_digest=change.snapshot.digest, params_digest=change.params_digest,
-            created_at=now, expires_at=None,
-        )  # fmt: skip
+            change=change,
+            approver=approver,
+            approver_name=approver.get_username(),
+            decision=ApprovalDecision.REJECTED,
+            reason=reason,
+            snapshot=change.snapshot,
+            snapshot_digest=change.snapshot.digest,
+            params_digest=change.params_digest,
+            created_at=now,
+            expires_at=None,
+        )
         lifecycle.change_transition(
-            change=change, source=ChangeStatus.PENDING_APPROVAL, target=ChangeStatus.REJECTED,
-            reason=reason, action=AuditAction.CHANGE_REJECTED, actor=approver,
-            snapshot=change.snapshot, data={"reason": reason},
-        )  # fmt: skip
+            change=change,
+            source=ChangeStatus.PENDING_APPROVAL,
+            target=ChangeStatus.REJECTED,
+            reason=reason,
+            action=AuditAction.CHANGE_REJECTED,
+            actor=approver,
+            snapshot=change.snapshot,
+            data={"reason": reason},
+        )
     return change
 
 

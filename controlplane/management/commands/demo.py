@@ -107,8 +107,14 @@ class Command(BaseCommand):
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             for name, argv in self._children(run_dir, options):
-                procs.append((name, subprocess.Popen(argv, env=env, cwd=settings.BASE_DIR,
-                                                     preexec_fn=_die_with_parent)))  # fmt: skip
+                procs.append(
+                    (
+                        name,
+                        subprocess.Popen(
+                            argv, env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent
+                        ),
+                    )
+                )
                 if name == "fleet":
                     self._wait_for_port(options["base_port"] + options["hosts"] - 1, procs[-1][1])
             self._banner(options["bind"])
@@ -170,15 +176,32 @@ class Command(BaseCommand):
         py = sys.executable
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         celery = str(Path(py).with_name("celery"))
-        fleet = [py, manage, "simfleet", "--hosts", str(options["hosts"]),
-                 "--base-port", str(options["base_port"]), "--register",
-                 "--state-dir", str(run_dir / "simfleet")]  # fmt: skip
+        fleet = [
+            py,
+            manage,
+            "simfleet",
+            "--hosts",
+            str(options["hosts"]),
+            "--base-port",
+            str(options["base_port"]),
+            "--register",
+            "--state-dir",
+            str(run_dir / "simfleet"),
+        ]
         fleet += [f"--hardware={host}" for host in demo_hardware(options["hosts"])]
         # No --pidfile: the demo's lock already keeps beat single. A beat stopped by two
         # signals at once (Ctrl-C reaches the whole group, then the demo's SIGTERM) can leave
         # its pid file behind, and a later beat refuses to start if that pid is in use again.
-        beat = [celery, "-A", "controlplane", "beat", "-l", "warning",
-                "-s", str(run_dir / "celerybeat-schedule")]  # fmt: skip
+        beat = [
+            celery,
+            "-A",
+            "controlplane",
+            "beat",
+            "-l",
+            "warning",
+            "-s",
+            str(run_dir / "celerybeat-schedule"),
+        ]
         return [
             ("fleet", fleet),
             ("worker", [celery, "-A", "controlplane", "worker", "-l", "warning", "-c", "2"]),
