@@ -13,7 +13,7 @@ import click
 from . import output as out
 from .context import client, json_option, wants_json
 from .exits import CliError, ExitCode
-from .targets import find_deployment, find_model, read_environment, resolve_snapshot
+from .targets import find_deployment, resolve_snapshot, shaping_fields, shaping_options
 from .watch import drift_lines, step_line, watch
 
 # For completion and help only: the server decides which kinds exist (an unknown one is its 400).
@@ -140,30 +140,7 @@ def show(change: dict[str, Any]) -> None:
 @click.option("--unit", help="... and its unit, if it has more than one deployment.")
 @snapshot_option
 @reason_option
-@click.option(
-    "--model", help="model_swap: the model to swap to (id, served name, or NAME:VARIANT)."
-)
-@click.option("--tensor-parallel-size", type=int)
-@click.option("--max-model-len", type=int)
-@click.option(
-    "--extra-arg",
-    "extra_args",
-    multiple=True,
-    help="An engine argument, as the engine reads it (repeat; --extra-arg=--flag).",
-)
-@click.option("--clear-extra-args", is_flag=True, help="Serve with no extra engine arguments.")
-@click.option(
-    "--env",
-    "environment",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="The unit's Environment= variables (repeat; omitted: kept as they are).",
-)
-@click.option(
-    "--env-file",
-    type=click.File("r"),
-    help="NAME=VALUE lines, for values that must not be on the command line.",
-)
+@shaping_options("The unit's Environment= variables (repeat; omitted: kept as they are).")
 @click.option("--acknowledge-busy", is_flag=True, help="Go ahead although requests are in flight.")
 @click.option(
     "--acknowledge-unknown",
@@ -225,11 +202,15 @@ def changes_request(
         "benchmark": benchmark,
     }
     optional = {
-        "model_id": find_model(model) if model else None,
-        "tensor_parallel_size": tensor_parallel_size,
-        "max_model_len": max_model_len,
-        "extra_args": [] if clear_extra_args else (list(extra_args) or None),
-        "environment": read_environment(environment, env_file),
+        **shaping_fields(
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            extra_args=extra_args,
+            clear_extra_args=clear_extra_args,
+            environment=environment,
+            env_file=env_file,
+        ),
         "benchmark_profile_id": benchmark_profile,
         "revision": revision,
         "drain_hook": drain_hook,

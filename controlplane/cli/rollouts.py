@@ -31,7 +31,7 @@ from .rollout_watch import (
     wave_label,
     what,
 )
-from .targets import find_model, read_environment
+from .targets import shaping_fields, shaping_options
 
 PATH = "rollouts/"
 # For completion and help only: the server decides which kinds a rollout may carry.
@@ -251,30 +251,7 @@ def shaping_text(rollout: dict[str, Any]) -> str:
 )
 @click.option("--host-group", help="... every host of this group, as it is now.")
 @click.option("--unit", help="Each host's deployment of this unit (default: its only one).")
-@click.option(
-    "--model", help="model_swap: the model to swap to (id, served name, or NAME:VARIANT)."
-)
-@click.option("--tensor-parallel-size", type=int)
-@click.option("--max-model-len", type=int)
-@click.option(
-    "--extra-arg",
-    "extra_args",
-    multiple=True,
-    help="An engine argument, as the engine reads it (repeat; --extra-arg=--flag).",
-)
-@click.option("--clear-extra-args", is_flag=True, help="Serve with no extra engine arguments.")
-@click.option(
-    "--env",
-    "environment",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="The unit's Environment= variables (repeat; omitted: each host keeps its own).",
-)
-@click.option(
-    "--env-file",
-    type=click.File("r"),
-    help="NAME=VALUE lines, for values that must not be on the command line.",
-)
+@shaping_options("The unit's Environment= variables (repeat; omitted: each host keeps its own).")
 @click.option(
     "--wave-size",
     type=WaveSize(),
@@ -351,11 +328,15 @@ def rollouts_create(
         "hosts": names,
         "host_group": host_group,
         "unit": unit,
-        "model_id": find_model(model) if model else None,
-        "tensor_parallel_size": tensor_parallel_size,
-        "max_model_len": max_model_len,
-        "extra_args": [] if clear_extra_args else (list(extra_args) or None),
-        "environment": read_environment(environment, env_file),
+        **shaping_fields(
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            extra_args=extra_args,
+            clear_extra_args=clear_extra_args,
+            environment=environment,
+            env_file=env_file,
+        ),
         "benchmark_profile_id": benchmark_profile,
         "benchmark_margin_pct": benchmark_margin,
         "progress_deadline_seconds": progress_deadline,

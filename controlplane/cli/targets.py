@@ -87,3 +87,62 @@ def read_environment(pairs: tuple[str, ...], env_file: TextIO | None) -> dict[st
             raise click.UsageError(f"{where} is not NAME=VALUE")
         environment[name.strip()] = value
     return environment
+
+
+def shaping_options(env_help: str) -> Any:
+    """What a model swap or a redeploy may reshape, as options (`changes request` and
+    `rollouts create`): the model, the parallelism, the context length, engine arguments and the
+    unit's environment, values that must not be on the command line from a file."""
+
+    def decorate(f: Any) -> Any:
+        for option in reversed(
+            [
+                click.option(
+                    "--model",
+                    help="model_swap: the model to swap to (id, served name, or NAME:VARIANT).",
+                ),
+                click.option("--tensor-parallel-size", type=int),
+                click.option("--max-model-len", type=int),
+                click.option(
+                    "--extra-arg",
+                    "extra_args",
+                    multiple=True,
+                    help="An engine argument, as the engine reads it (repeat; --extra-arg=--flag).",
+                ),
+                click.option(
+                    "--clear-extra-args", is_flag=True, help="Serve with no extra engine arguments."
+                ),
+                click.option(
+                    "--env", "environment", multiple=True, metavar="NAME=VALUE", help=env_help
+                ),
+                click.option(
+                    "--env-file",
+                    type=click.File("r"),
+                    help="NAME=VALUE lines, for values that must not be on the command line.",
+                ),
+            ]
+        ):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def shaping_fields(
+    *,
+    model: str | None,
+    tensor_parallel_size: int | None,
+    max_model_len: int | None,
+    extra_args: tuple[str, ...],
+    clear_extra_args: bool,
+    environment: tuple[str, ...],
+    env_file: TextIO | None,
+) -> dict[str, Any]:
+    """The request body's fields for shaping_options (None where not given)."""
+    return {
+        "model_id": find_model(model) if model else None,
+        "tensor_parallel_size": tensor_parallel_size,
+        "max_model_len": max_model_len,
+        "extra_args": [] if clear_extra_args else (list(extra_args) or None),
+        "environment": read_environment(environment, env_file),
+    }

@@ -19,17 +19,17 @@ from controlplane.api.errors import RefusalSerializer
 from controlplane.api.fields import RowField
 from controlplane.api.pagination import NewestIdPagination
 from controlplane.api.views.base import APIView, row_or_404
-from deployments.drain_hooks import DEADLINE_MAX_SECONDS, DEADLINE_MIN_SECONDS
-from deployments.models import BenchmarkProfile, DrainHook, ModelArtifact, Rollout, RolloutHost
+from deployments.models import BenchmarkProfile, ModelArtifact, Rollout, RolloutHost
 from deployments.rollouts import access, decisions, requests, selectors
 from deployments.rollouts.choices import ROLLOUT_KINDS, RolloutStatus, WaveUnit
-from deployments.unit_files.engine_flags import EngineArgRefused, check_extra_args
 from hosts.scope import hosts_visible
+
+from .request_fields import EngineArgsChecked, drain_deadline_field, drain_hook_field
 
 REASON_MAX = 2000
 
 
-class RolloutCreateSerializer(serializers.Serializer):
+class RolloutCreateSerializer(EngineArgsChecked):
     kind = serializers.ChoiceField(choices=[k.value for k in ROLLOUT_KINDS])
     reason = serializers.CharField(max_length=REASON_MAX)
     hosts = serializers.ListField(
@@ -79,32 +79,16 @@ class RolloutCreateSerializer(serializers.Serializer):
     progress_deadline_seconds = serializers.IntegerField(
         min_value=60, max_value=7 * 86400, required=False, default=1800
     )
-    drain_hook = serializers.SlugRelatedField(
-        slug_field="name",
-        queryset=DrainHook.objects.all(),
-        required=False,
-        allow_null=True,
-        help_text="Drain first: the name of an enabled drain hook (GET drain-hooks/). Each "
-        "host's change, and its rollback, takes the host out of rotation with it and waits "
-        "for its requests in flight before acting.",
+    drain_hook = drain_hook_field(
+        "Drain first: the name of an enabled drain hook (GET drain-hooks/). Each host's "
+        "change, and its rollback, takes the host out of rotation with it and waits for its "
+        "requests in flight before acting."
     )
-    drain_deadline_seconds = serializers.IntegerField(
-        min_value=DEADLINE_MIN_SECONDS,
-        max_value=DEADLINE_MAX_SECONDS,
-        required=False,
-        allow_null=True,
-        help_text="With drain_hook: how long each host's job waits for its requests in flight "
-        "(default 300); then it fails the host's change without touching the service, unless "
-        "acknowledge_busy is set.",
+    drain_deadline_seconds = drain_deadline_field(
+        "With drain_hook: how long each host's job waits for its requests in flight (default "
+        "300); then it fails the host's change without touching the service, unless "
+        "acknowledge_busy is set."
     )
-
-    def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
-        if value is not None:
-            try:
-                check_extra_args(value)
-            except EngineArgRefused as exc:
-                raise serializers.ValidationError(str(exc)) from exc
-        return value
 
     def service_arguments(self, user: Any) -> dict[str, Any]:
         data = dict(self.validated_data)

@@ -34,19 +34,21 @@ from deployments.models import (
 from hosts.scope import rows_visible
 
 from . import selectors
-from .evaluations import BenchmarkProfileSerializer, EvaluationSerializer
-from .serializers import (
+from .change_requests import (
     ApproveSerializer,
     BreakGlassSerializer,
     ChangeCreateSerializer,
-    ChangeDetailSerializer,
     ChangeFilterSerializer,
+    RejectSerializer,
+)
+from .evaluations import BenchmarkProfileSerializer, EvaluationSerializer
+from .serializers import (
+    ChangeDetailSerializer,
     ChangeSerializer,
     DecisionRefusalSerializer,
     DeploymentSerializer,
     DrainHookSerializer,
     ModelArtifactSerializer,
-    RejectSerializer,
     RevisionWithEvaluationsSerializer,
 )
 
