@@ -27,6 +27,7 @@ from .evaluation import comparison
 from .evaluation import selectors as eval_selectors
 from .forms import ChangeRequestForm, DecisionForm
 from .models import ChangeRequest, Deployment
+from .rollouts import selectors as rollout_selectors
 from .services import change_form as page
 from .services import diagnostics
 
@@ -406,11 +407,13 @@ def change_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(VIEWER)
 def approvals(request: HttpRequest) -> HttpResponse:
     page, page_note = selectors.approvals_page(user=request.user, page=request.GET.get("page"))
-    return render(
-        request,
-        "deployments/approvals.html",
-        {"page": page, "page_note": page_note, "ttl": settings.APPROVAL_TTL_SECONDS},
-    )
+    context = {
+        "page": page,
+        "page_note": page_note,
+        "ttl": settings.APPROVAL_TTL_SECONDS,
+        "rollouts": rollout_selectors.rollouts_waiting(user=request.user),
+    }
+    return render(request, "deployments/approvals.html", context)
 
 
 @require_safe
