@@ -173,6 +173,7 @@ RULES: dict[str, Rule] = {
     "rollouts:abort": page(POST=CONTROLLER),
     # the audit log
     "audit:history": page(GET=VIEWER),
+    "audit:verify": page(GET=VIEWER),  # "Verify now": read-only, as the API's verify
     "audit:event": page(GET=VIEWER),
     "audit:host_timeline": htmx(GET=VIEWER),
     "audit:export_csv": page(GET=VIEWER),
