@@ -20,7 +20,7 @@ from .choices import SnapshotStatus, Verdict
 from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
 from .scope import hosts_group_ids_prefetch, hosts_visible, rows_visible
-from .state import DeploymentState, GpuState, HostState, Problem
+from .state import DeploymentState, GpuState, HostState, Problem, problem_lines
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
 USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
@@ -345,8 +345,14 @@ def snapshot_shown(snapshot: StateSnapshot) -> dict[str, Any]:
 
 
 def snapshot_shown_error(snapshot: StateSnapshot | None) -> str:
-    """What the probe could not read, as the host page shows it (through redaction)."""
-    return redact_text(snapshot.error) if snapshot is not None else ""
+    """What the probe could not read, as the host page shows it (through redaction): for a
+    partial snapshot, each distinct error once with the sections it hit."""
+    if snapshot is None:
+        return ""
+    problems = snapshot.state().problems if snapshot.status == SnapshotStatus.PARTIAL else []
+    if problems:
+        return redact_text("; ".join(problem_lines(problems)))
+    return redact_text(snapshot.error)
 
 
 def _shown_deployment(dep: DeploymentState) -> DeploymentState:
