@@ -78,11 +78,10 @@ class EvaluationRow:
 @dataclass(frozen=True)
 class ChangeStory:
     """What the change page leads with: what the request rested on when it was made (the
-    `change.requested` event keeps the snapshot's age and the pre-flight it passed), what the
-    requester acknowledged, the evaluations before and after, and where the job is."""
+    `change.requested` event keeps the snapshot's age and the pre-flight it passed), the
+    evaluations before and after, and where the job is."""
 
     requested: dict[str, Any] = field(default_factory=dict)
-    acknowledged: list[str] = field(default_factory=list)
     evaluations: list[EvaluationRow] = field(default_factory=list)
     steps: int = 0
     failed_steps: int = 0
@@ -90,40 +89,21 @@ class ChangeStory:
 
 
 def change_story(
-    *, change: ChangeRequest, events: Iterable[Any], evaluations: Iterable[Evaluation],
-    steps: Iterable[JobStep],
-) -> ChangeStory:  # fmt: skip
+    *, events: Iterable[Any], evaluations: Iterable[Evaluation], steps: Iterable[JobStep]
+) -> ChangeStory:
     """The change page's lead, from rows the page reads anyway (no query of its own)."""
-    requested = next((e.data for e in events if e.action == AuditAction.CHANGE_REQUESTED), {})
+    requested: dict[str, Any] = next(
+        (e.data for e in events if e.action == AuditAction.CHANGE_REQUESTED), {}
+    )
     steps = list(steps)
     running = [s for s in steps if s.status == StepStatus.RUNNING]
     return ChangeStory(
         requested=requested or {},
-        acknowledged=change_acknowledged(change),
         evaluations=evaluation_rows(evaluations),
         steps=len(steps),
         failed_steps=sum(1 for s in steps if s.status == StepStatus.FAILED),
         current_step=running[-1] if running else None,
     )
-
-
-def change_acknowledged(change: ChangeRequest) -> list[str]:
-    """What the requester acknowledged to go ahead, in words (as the request recorded it)."""
-    params = change.params or {}
-    said = []
-    if change.busy_acknowledged:
-        said.append(
-            "dropping the requests still in flight at the drain's deadline"
-            if params.get("drain")
-            else "dropping the requests in flight"
-        )
-    if "integrity_acknowledged" in params:
-        said.append(f"the engine's files differ: {params['integrity_acknowledged'].get('found')}")
-    if params.get("acknowledged_unknown"):
-        said.append("what the partial snapshot could not see: " + "; ".join(
-            params["acknowledged_unknown"]
-        ))  # fmt: skip
-    return said
 
 
 def evaluation_rows(evaluations: Iterable[Evaluation]) -> list[EvaluationRow]:

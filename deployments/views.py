@@ -237,9 +237,7 @@ def _change_page(
         "finished": finished,
         "approvals": change.approvals.select_related("snapshot"),
         "events": events,
-        "story": selectors.change_story(
-            change=change, events=events, evaluations=evaluations, steps=steps
-        ),
+        "story": selectors.change_story(events=events, evaluations=evaluations, steps=steps),
         "before": host_selectors.snapshot_summary(change.before_snapshot or change.snapshot),
         "after": host_selectors.snapshot_summary(change.after_snapshot),
         "failure": host_selectors.snapshot_summary(change.failure_snapshot),
