@@ -12,16 +12,22 @@ outside the simulator's event loop.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from collections.abc import Iterable
 
 import asyncssh
 from django.db import transaction
+from django.utils import timezone
 
 from controlplane.audit.context import acting
 from deployments.choices import DrainHookKind
 from deployments.models import Deployment, DrainHook, ModelArtifact
 from hosts import services
-from hosts.models import Credential, Host
+from hosts.choices import ProbeTrigger, SnapshotStatus
+from hosts.models import Credential, Host, StateSnapshot
+from hosts.services.samples import gpu_samples_record
+from hosts.state import GpuState, snapshot_digest
 from simulator.catalog import (
     CATALOG,
     DEFAULT_MODEL,
@@ -32,6 +38,7 @@ from simulator.catalog import (
     LB_DRAIN,
 )
 from simulator.server import SimHostInfo
+from simulator.ssh_host import SimHost
 
 ACTOR = "system:cli"
 CREDENTIAL_NAME = "simfleet"
@@ -172,3 +179,53 @@ def register_fleet(
             _ensure_deployment(host, default_model)
             rows.append(host)
         return rows
+
+
+# The demo's seeded history: a point every ten minutes, ending ten minutes before it starts
+# (older than any snapshot a change may rest on, so the first real probe is the newest).
+HISTORY_EVERY = dt.timedelta(minutes=10)
+HISTORY_GAP = dt.timedelta(minutes=10)
+HAS_HISTORY = dt.timedelta(hours=1)  # a host with a snapshot older than this has a past
+_GPU_FIELDS = [f.name for f in dataclasses.fields(GpuState)]
+
+
+def seed_gpu_history(
+    sim_hosts: Iterable[SimHost], *, hours: float, now: dt.datetime | None = None
+) -> int:
+    """`hours` of GPU history for each simulated host that has none, so that a fresh demo's
+    charts show what they are for: an ok snapshot every ten minutes holding only the GPU
+    readings the simulator computes for that moment (simulator.state.gpus.gpu_history), with
+    its samples, marked as seeded (trigger `history`). A host with a snapshot older than an
+    hour keeps its own past (a demo started again on its database). Returns the snapshots."""
+    now = now or timezone.now()
+    end = now - HISTORY_GAP
+    start = end - dt.timedelta(hours=hours)
+    written = 0
+    for sim in sim_hosts:
+        host = Host.objects.filter(name=sim.name).first()
+        if host is None or host.snapshots.filter(taken_at__lt=now - HAS_HISTORY).exists():
+            continue
+        history = sim.machine.gpu_history(
+            start_wall=start.timestamp(),
+            end_wall=end.timestamp(),
+            every_seconds=HISTORY_EVERY.total_seconds(),
+        )
+        rows = []
+        for wall, readings in history:
+            parsed = {"gpus": [{k: getattr(r, k) for k in _GPU_FIELDS} for r in readings]}
+            rows.append(
+                StateSnapshot(
+                    host=host,
+                    taken_at=dt.datetime.fromtimestamp(wall, tz=dt.UTC),
+                    status=SnapshotStatus.OK,
+                    trigger=ProbeTrigger.HISTORY,
+                    duration_ms=0,
+                    parsed=parsed,
+                    digest=snapshot_digest(parsed),
+                )
+            )
+        with transaction.atomic():
+            snapshots = StateSnapshot.objects.bulk_create(rows)
+            gpu_samples_record(snapshots=snapshots)
+        written += len(snapshots)
+    return written
