@@ -82,7 +82,7 @@ def _refuse_own_request(change: ChangeRequest, user: Any) -> None:
 @dataclass(frozen=True)
 class Decisions:
     """What a person may decide on a change waiting for approval, by the rules below: approve
-    (an approver of its host who did not request it), reject (an approver of its host), and
+    and reject (an approver of its host who did not request it: a requester cancels), and
     break the glass only when they cannot simply approve: an administrator is a second person
     for every change but their own, so for them break-glass is the way past their own request
     and nothing else. `own_request`: they requested it (the page says why Approve is missing).
@@ -108,7 +108,9 @@ def change_request_decisions(*, user: Any, change: ChangeRequest) -> Decisions:
     )
     return Decisions(
         approve=approve,
-        reject=allowed(lambda: change_request_reject_allowed(user=user, host=change.host)),
+        # Their own request they withdraw (Cancel), rather than reject as if a second person.
+        reject=not own
+        and allowed(lambda: change_request_reject_allowed(user=user, host=change.host)),
         break_glass=not approve
         and allowed(lambda: change_request_break_glass_allowed(user=user, host=change.host)),
         own_request=own,

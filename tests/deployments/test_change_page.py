@@ -106,6 +106,7 @@ def test_each_person_is_offered_the_decisions_they_may_make(
     panel = page(client, person, change)
     panel = panel[position(panel, 'id="approval-panel"') : position(panel, 'id="review-details"')]
     assert ('id="approve-form"' in panel) is approve
+    assert ('id="reject-form"' in panel) is approve  # a requester withdraws with Cancel
     assert ('id="break-glass"' in panel) is break_glass
     assert "Approve without a second person" not in panel
     assert says in panel
