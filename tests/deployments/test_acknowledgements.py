@@ -105,6 +105,9 @@ def test_a_partial_snapshot_is_asked_about_by_a_stop_or_restart_with_what_is_unk
     ]
     assert asked(form(client, operator, deployment, "restart")) == {"acknowledge_unknown"}
     # a swap may not rest on a partial snapshot at all: nothing to acknowledge, it is refused
+    assert (
+        change_acknowledgements(deployment=deployment, kind="model_swap", snapshot=snapshot) == []
+    )
     assert "acknowledge_unknown" not in asked(form(client, operator, deployment, "model_swap"))
 
 
