@@ -40,9 +40,12 @@ OVERFLOWS = """() => {
     const box = el.getBoundingClientRect();
     if ((box.width === 0 && box.height === 0) || !el.checkVisibility()) continue;
     if (box.left < -0.5 || box.right > width + 0.5) {
-      const name = el.tagName.toLowerCase() + (el.id ? "#" + el.id : "")
-        + (el.className && typeof el.className === "string" ? "." + el.className.split(" ")[0] : "");
-      found.push(`${name} "${(el.innerText || "").trim().slice(0, 30)}" spans ${Math.round(box.left)}..${Math.round(box.right)}`);
+      const kind = typeof el.className === "string" && el.className
+        ? "." + el.className.split(" ")[0] : "";
+      const name = el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + kind;
+      const text = (el.innerText || "").trim().slice(0, 30);
+      const span = `${Math.round(box.left)}..${Math.round(box.right)}`;
+      found.push(`${name} "${text}" spans ${span}`);
     }
   }
   return found;
