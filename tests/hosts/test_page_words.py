@@ -12,6 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from hosts.charts import window_with_data
+from hosts.models import StateSnapshot
+from hosts.state import snapshot_digest
 from tests import factories as f
 from tests.gpu_history import every, make_gpu_history
 
@@ -60,10 +62,12 @@ def test_a_partial_snapshots_status_line_says_each_error_once(client, viewer):
     parsed = f.parsed_state()
     sections = ("gpus", "gpu_details", "compute_apps", "nvlink", "topology")
     parsed["problems"] = [{"section": s, "message": DRIVER} for s in sections]
-    snapshot = f.make_snapshot(host, status="partial", parsed=parsed)
-    # as the probe stores it: every section's failure, one after another (hosts.probe)
-    snapshot.error = "; ".join(f"{s}: {DRIVER}" for s in sections)
-    snapshot.save(update_fields=["error"])
+    # stored as the probe stores it: every section's failure, one after another (hosts.probe)
+    StateSnapshot.objects.create(
+        host=host, taken_at=timezone.now(), status="partial", trigger="manual", duration_ms=90,
+        parsed=parsed, digest=snapshot_digest(parsed),
+        error="; ".join(f"{s}: {DRIVER}" for s in sections),
+    )  # fmt: skip
     body = get(client, viewer, reverse("hosts:detail", args=[host.name]))
     status = re.search(r"<dt>status</dt><dd>(.*?)</dd>", body, re.S).group(1)
     assert status.count("NVIDIA-SMI has failed") == 1
