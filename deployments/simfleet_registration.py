@@ -182,28 +182,34 @@ def register_fleet(
 
 
 # The demo's seeded history: a point every ten minutes, ending ten minutes before it starts
-# (older than any snapshot a change may rest on, so the first real probe is the newest).
+# (older than any snapshot a change may rest on, so the first real probe is the newest) or
+# before the host's own first snapshot, whichever is earlier.
 HISTORY_EVERY = dt.timedelta(minutes=10)
 HISTORY_GAP = dt.timedelta(minutes=10)
-HAS_HISTORY = dt.timedelta(hours=1)  # a host with a snapshot older than this has a past
 _GPU_FIELDS = [f.name for f in dataclasses.fields(GpuState)]
 
 
 def seed_gpu_history(
     sim_hosts: Iterable[SimHost], *, hours: float, now: dt.datetime | None = None
 ) -> int:
-    """`hours` of GPU history for each simulated host that has none, so that a fresh demo's
-    charts show what they are for: an ok snapshot every ten minutes holding only the GPU
-    readings the simulator computes for that moment (simulator.state.gpus.gpu_history), with
-    its samples, marked as seeded (trigger `history`). A host with a snapshot older than an
-    hour keeps its own past (a demo started again on its database). Returns the snapshots."""
+    """The last `hours` of GPU history for each simulated host, where it has none of its own,
+    so that a fresh demo's charts show what they are for: an ok snapshot every ten minutes
+    holding only the GPU readings the simulator computes for that moment (simulator.state.gpus.
+    gpu_history), with its samples, marked as seeded (trigger `history`). It ends before the
+    host's own first snapshot: a demo started again on its database seeds nothing it already
+    has. Returns the snapshots written."""
     now = now or timezone.now()
-    end = now - HISTORY_GAP
-    start = end - dt.timedelta(hours=hours)
+    start = now - HISTORY_GAP - dt.timedelta(hours=hours)
     written = 0
     for sim in sim_hosts:
         host = Host.objects.filter(name=sim.name).first()
-        if host is None or host.snapshots.filter(taken_at__lt=now - HAS_HISTORY).exists():
+        if host is None:
+            continue
+        end = now - HISTORY_GAP
+        first = host.snapshots.order_by("taken_at").values_list("taken_at", flat=True).first()
+        if first is not None:
+            end = min(end, first - HISTORY_EVERY)
+        if end <= start:
             continue
         history = sim.machine.gpu_history(
             start_wall=start.timestamp(),

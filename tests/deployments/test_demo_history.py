@@ -16,6 +16,7 @@ from hosts.charts import gpu_chart_series, window_with_data
 from hosts.choices import ProbeTrigger
 from hosts.models import GpuSample, Host, StateSnapshot
 from simulator.server import SimFleet
+from tests import factories as f
 
 pytestmark = pytest.mark.django_db
 
@@ -56,6 +57,17 @@ def test_a_host_with_a_past_keeps_it(fleet):
     again = seed_gpu_history(fleet.hosts, hours=24, now=now + dt.timedelta(hours=2))
     assert again == 0
     assert StateSnapshot.objects.count() == 2 * 145
+
+
+def test_a_host_probed_already_is_seeded_up_to_its_first_snapshot_only(fleet):
+    now = timezone.now()
+    host = Host.objects.get(name="gpu-01")
+    first = f.make_snapshot(host, age=30 * 60)  # probed for half an hour already
+    seed_gpu_history(fleet.hosts, hours=24, now=now)
+    seeded = StateSnapshot.objects.filter(host=host, trigger=ProbeTrigger.HISTORY)
+    newest = seeded.order_by("-taken_at").first().taken_at
+    assert newest <= first.taken_at - dt.timedelta(minutes=10)
+    assert seeded.count() == 142  # from a day ago to ten minutes before its first probe
 
 
 def test_seeded_history_is_not_what_a_page_decides_on(fleet):
