@@ -12,16 +12,22 @@ outside the simulator's event loop.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from collections.abc import Iterable
 
 import asyncssh
 from django.db import transaction
+from django.utils import timezone
 
 from controlplane.audit.context import acting
 from deployments.choices import DrainHookKind
 from deployments.models import Deployment, DrainHook, ModelArtifact
 from hosts import services
-from hosts.models import Credential, Host
+from hosts.choices import ProbeTrigger, SnapshotStatus
+from hosts.models import Credential, Host, StateSnapshot
+from hosts.services.samples import gpu_samples_record
+from hosts.state import GpuState, snapshot_digest
 from simulator.catalog import (
     CATALOG,
     DEFAULT_MODEL,
@@ -32,6 +38,7 @@ from simulator.catalog import (
     LB_DRAIN,
 )
 from simulator.server import SimHostInfo
+from simulator.ssh_host import SimHost
 
 ACTOR = "system:cli"
 CREDENTIAL_NAME = "simfleet"
@@ -172,3 +179,59 @@ def register_fleet(
             _ensure_deployment(host, default_model)
             rows.append(host)
         return rows
+
+
+# The demo's seeded history: a point every ten minutes, ending ten minutes before it starts
+# (older than any snapshot a change may rest on, so the first real probe is the newest) or
+# before the host's own first snapshot, whichever is earlier.
+HISTORY_EVERY = dt.timedelta(minutes=10)
+HISTORY_GAP = dt.timedelta(minutes=10)
+_GPU_FIELDS = [f.name for f in dataclasses.fields(GpuState)]
+
+
+def seed_gpu_history(
+    sim_hosts: Iterable[SimHost], *, hours: float, now: dt.datetime | None = None
+) -> int:
+    """The last `hours` of GPU history for each simulated host, where it has none of its own,
+    so that a fresh demo's charts show what they are for: an ok snapshot every ten minutes
+    holding only the GPU readings the simulator computes for that moment (simulator.state.gpus.
+    gpu_history), with its samples, marked as seeded (trigger `history`). It ends before the
+    host's own first snapshot: a demo started again on its database seeds nothing it already
+    has. Returns the snapshots written."""
+    now = now or timezone.now()
+    start = now - HISTORY_GAP - dt.timedelta(hours=hours)
+    written = 0
+    for sim in sim_hosts:
+        host = Host.objects.filter(name=sim.name).first()
+        if host is None:
+            continue
+        end = now - HISTORY_GAP
+        first = host.snapshots.order_by("taken_at").values_list("taken_at", flat=True).first()
+        if first is not None:
+            end = min(end, first - HISTORY_EVERY)
+        if end <= start:
+            continue
+        history = sim.machine.gpu_history(
+            start_wall=start.timestamp(),
+            end_wall=end.timestamp(),
+            every_seconds=HISTORY_EVERY.total_seconds(),
+        )
+        rows = []
+        for wall, readings in history:
+            parsed = {"gpus": [{k: getattr(r, k) for k in _GPU_FIELDS} for r in readings]}
+            rows.append(
+                StateSnapshot(
+                    host=host,
+                    taken_at=dt.datetime.fromtimestamp(wall, tz=dt.UTC),
+                    status=SnapshotStatus.OK,
+                    trigger=ProbeTrigger.HISTORY,
+                    duration_ms=0,
+                    parsed=parsed,
+                    digest=snapshot_digest(parsed),
+                )
+            )
+        with transaction.atomic():
+            snapshots = StateSnapshot.objects.bulk_create(rows)
+            gpu_samples_record(snapshots=snapshots)
+        written += len(snapshots)
+    return written

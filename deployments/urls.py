@@ -11,6 +11,16 @@ urlpatterns = [
         views.change_preflight,
         name="change_preflight",
     ),
+    path(
+        "deployments/<int:pk>/change/<str:kind>/probe/",
+        views.change_form_probe,
+        name="change_form_probe",
+    ),
+    path(
+        "deployments/<int:pk>/change/<str:kind>/snapshot/",
+        views.change_form_snapshot,
+        name="change_form_snapshot",
+    ),
     path("deployments/<int:pk>/revisions/", views.revisions, name="revisions"),
     path("changes/", views.change_list, name="changes"),
     path("changes/<int:pk>/", views.change_detail, name="change"),

@@ -15,7 +15,9 @@ from django_htmx.http import HttpResponseStopPolling
 from controlplane.accounts.decorators import role_required
 from controlplane.accounts.roles import OPERATOR, VIEWER
 from controlplane.audit.selectors import events_of_correlation
+from controlplane.htmx import is_partial
 from hosts import selectors as host_selectors
+from hosts import services as host_services
 from hosts.models import StateSnapshot
 from hosts.scope import hosts_visible, rows_visible
 
@@ -25,21 +27,18 @@ from .evaluation import comparison
 from .evaluation import selectors as eval_selectors
 from .forms import ChangeRequestForm, DecisionForm
 from .models import ChangeRequest, Deployment
+from .rollouts import selectors as rollout_selectors
 from .services import change_form as page
 from .services import diagnostics
 
 
-def _form_page(
-    request: HttpRequest,
+def _form_context(
     deployment: Deployment,
     kind: str,
     form: ChangeRequestForm,
     snapshot: StateSnapshot | None,
-    *,
-    template: str = "deployments/change_form.html",
-    status: int = 200,
     refusal: services.ChangeRefused | None = None,
-) -> HttpResponse:
+) -> dict[str, object]:
     arguments, field_error = form.preflight_arguments()
     facts = page.change_form_facts(
         deployment=deployment,
@@ -49,10 +48,32 @@ def _form_page(
         field_error=field_error,
     )
     if refusal is not None:
-        if not page.refusal_shown(facts, refusal):
+        if refusal.shown_in == "reason":  # beside what was typed
+            form.add_error("reason", refusal.message)
+        elif not page.refusal_shown(facts, refusal):
             form.add_error(None, refusal.message)
         facts["not_requested"] = True
-    return render(request, template, {**facts, "form": form}, status=status)
+    # Each acknowledgement that applies, with its checkbox as the form holds it.
+    acknowledgements = [a for a in facts["acknowledgements"] if a.field in form.fields]
+    facts["acknowledgement_fields"] = [(a, form[a.field]) for a in acknowledgements]
+    facts["acknowledgement_names"] = [
+        name for name in form.fields if name.startswith("acknowledge_")
+    ]
+    return {**facts, "form": form}
+
+
+def _form_page(
+    request: HttpRequest,
+    deployment: Deployment,
+    kind: str,
+    form: ChangeRequestForm,
+    snapshot: StateSnapshot | None,
+    *,
+    status: int = 200,
+    refusal: services.ChangeRefused | None = None,
+) -> HttpResponse:
+    context = _form_context(deployment, kind, form, snapshot, refusal)
+    return render(request, "deployments/change_form.html", context, status=status)
 
 
 def _deployment(request: HttpRequest, pk: int, kind: str | None = None) -> Deployment:
@@ -122,9 +143,68 @@ def change_preflight(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
         if named.isdigit() and len(named) < 19
         else None
     ) or host_selectors.latest_snapshot(deployment.host)
-    return _form_page(
-        request, deployment, kind, form, snapshot, template="deployments/change_form.html#preflight"
+    context = _form_context(deployment, kind, form, snapshot)
+    panel = render(request, "deployments/change_form.html#preflight", context).content
+    # The acknowledgements follow the same answer: only those that apply to it are asked.
+    asked = render(
+        request, "deployments/change_form.html#acknowledgements", {**context, "oob": True}
     )
+    return HttpResponse(panel + asked.content)
+
+
+@require_POST
+@role_required(OPERATOR)
+def change_form_probe(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    """ "Probe again" beside the form's snapshot once it is too old: queue a probe of the host;
+    with htmx, a card in the snapshot's place follows it until the new snapshot is stored
+    (change_form_snapshot), and the pre-flight then follows that snapshot in place. Without
+    htmx, back to the form, which opens on the newest snapshot."""
+    deployment = _deployment(request, pk, kind)
+    host = deployment.host
+    previous = host_selectors.latest_snapshot(host)
+    error = ""
+    try:
+        host_services.probe_enqueue(host=host, user=request.user)
+    except host_services.HostRefused as exc:
+        if exc.code in ("forbidden", "not_found"):
+            raise
+        error = exc.message
+    except host_services.QueueUnavailable as exc:
+        error = str(exc)
+    if not is_partial(request):
+        if error:
+            messages.error(request, error)
+        else:
+            messages.success(request, f"Probe of {host.name} queued: reload once it is stored.")
+        return redirect("deployments:change_form", pk=pk, kind=kind)
+    context = {"deployment": deployment, "host": host, "kind": kind, "probe_error": error}
+    context["after"] = previous.pk if previous is not None else 0
+    return render(request, "deployments/change_form.html#snapshot-probing", context)
+
+
+@require_safe
+@role_required(OPERATOR)
+def change_form_snapshot(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    """Polled by the card above: the host's newest snapshot once it is newer than `after`,
+    with the form's snapshot swapped to it (which asks for the pre-flight on it)."""
+    deployment = _deployment(request, pk, kind)
+    if not is_partial(request):
+        return redirect("deployments:change_form", pk=pk, kind=kind)
+    host = deployment.host
+    after = request.GET.get("after", "")
+    latest = host_selectors.latest_snapshot(host)
+    context: dict[str, object] = {"deployment": deployment, "host": host, "kind": kind}
+    if latest is None or (after.isdigit() and len(after) < 19 and latest.pk <= int(after)):
+        context["after"] = after if after.isdigit() else 0
+        return render(request, "deployments/change_form.html#snapshot-probing", context)
+    declared = kinds.spec(kind)
+    context.update(
+        page.snapshot_facts(host, latest, allow_partial=declared.partial_snapshot_ok),
+        deployment=deployment,
+    )
+    card = render(request, "deployments/change_form.html#snapshot", context).content
+    field = render(request, "deployments/change_form.html#snapshot-refreshed", context).content
+    return HttpResponseStopPolling(card + field)
 
 
 @require_safe
@@ -134,28 +214,53 @@ def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
         change = selectors.change_for_page(pk, user=request.user)
     except ChangeRequest.DoesNotExist as exc:
         raise Http404("no such change") from exc
+    return _change_page(request, change)
+
+
+def _change_page(
+    request: HttpRequest,
+    change: ChangeRequest,
+    *,
+    status: int = 200,
+    decision_error: dict[str, str] | None = None,
+) -> HttpResponse:
+    """The change page (or, polled by htmx, its live parts): what is decided and what happened
+    first, the decision beside it while it waits for one, the evidence and the raw output
+    after. `decision_error`: a decision's form refused for its reason, with what was typed."""
     finished = change.status in FINAL_STATUSES
+    steps = list(change.steps.all())
+    events = list(events_of_correlation(change.correlation_id))
+    evaluations = list(eval_selectors.change_evaluations(change.pk))
     context = {
         "change": change,
-        "steps": change.steps.all(),
+        "steps": steps,
         "finished": finished,
         "approvals": change.approvals.select_related("snapshot"),
-        "events": events_of_correlation(change.correlation_id),
+        "events": events,
+        "story": selectors.change_story(events=events, evaluations=evaluations, steps=steps),
         "before": host_selectors.snapshot_summary(change.before_snapshot or change.snapshot),
         "after": host_selectors.snapshot_summary(change.after_snapshot),
         "failure": host_selectors.snapshot_summary(change.failure_snapshot),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
-        "evaluations": eval_selectors.change_evaluations(change.pk),
+        "evaluations": evaluations,
     }
     if change.status == ChangeStatus.PENDING_APPROVAL:
         review = page.change_review_facts(change)
         latest = review.pop("review_snapshot")
         initial = {"snapshot_id": getattr(latest, "pk", None)}
-        context.update(review, decision_form=DecisionForm(initial=initial))
+        context.update(
+            review,
+            decision_form=DecisionForm(initial=initial),
+            decisions=services.change_request_decisions(user=request.user, change=change),
+            decision_error=decision_error or {},
+        )
     if request.htmx and request.GET.get("fragment") == "live":  # type: ignore[attr-defined]
-        response = render(request, "deployments/change_detail.html#live", context)
-        return HttpResponseStopPolling(response.content) if finished else response
-    return render(request, "deployments/change_detail.html", context)
+        # The lead's facts too (status, evaluations, outcome), swapped in beside the decision.
+        live = render(request, "deployments/change_detail.html#live", context).content
+        lead = render(request, "deployments/change_detail.html#lead", {**context, "oob": True})
+        content = live + lead.content
+        return HttpResponseStopPolling(content) if finished else HttpResponse(content)
+    return render(request, "deployments/change_detail.html", context, status=status)
 
 
 @require_safe
@@ -196,14 +301,22 @@ def _decision_snapshot(request: HttpRequest, form: DecisionForm) -> StateSnapsho
     return snapshot
 
 
-def _decided(request: HttpRequest, pk: int, decide: Callable[[], ChangeRequest]) -> HttpResponse:
+def _decided(
+    request: HttpRequest, pk: int, decide: Callable[[], ChangeRequest], *, form: str
+) -> HttpResponse:
     """Run `decide()` (one service call) and say on the change page what became of it. A
-    forbidden decision is a 403 page with the rule's words (RefusalMiddleware)."""
+    forbidden decision is a 403 page with the rule's words (RefusalMiddleware); a reason that
+    is not words is answered beside the reason field of `form`, with what was typed kept."""
     try:
         change = decide()
     except services.ChangeRefused as exc:
         if exc.code in ("forbidden", "not_found"):
             raise
+        if exc.shown_in == "reason":
+            shown = selectors.change_for_page(pk, user=request.user)
+            typed = request.POST.get("reason", "")
+            error = {"form": form, "message": exc.message, "reason": typed}
+            return _change_page(request, shown, status=400, decision_error=error)
         messages.error(request, exc.message)
         return redirect("deployments:change", pk=pk)
     if change.status == ChangeStatus.DRIFTED:
@@ -235,7 +348,7 @@ def change_approve(request: HttpRequest, pk: int) -> HttpResponse:
             reason=form.cleaned_data.get("reason") or "",
         )
 
-    return _decided(request, pk, decide)
+    return _decided(request, pk, decide, form="approve")
 
 
 @require_POST
@@ -251,7 +364,7 @@ def change_reject(request: HttpRequest, pk: int) -> HttpResponse:
         reason = form.cleaned_data.get("reason") or ""
         return services.change_request_reject(change=change, approver=request.user, reason=reason)
 
-    return _decided(request, pk, decide)
+    return _decided(request, pk, decide, form="reject")
 
 
 @require_POST
@@ -271,7 +384,7 @@ def change_break_glass(request: HttpRequest, pk: int) -> HttpResponse:
             reason=form.cleaned_data.get("reason") or "",
         )
 
-    return _decided(request, pk, decide)
+    return _decided(request, pk, decide, form="break_glass")
 
 
 @require_POST
@@ -285,18 +398,20 @@ def change_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     def decide() -> ChangeRequest:
         return services.change_request_cancel(change=change, user=request.user)
 
-    return _decided(request, pk, decide)
+    return _decided(request, pk, decide, form="cancel")
 
 
 @require_safe
 @role_required(VIEWER)
 def approvals(request: HttpRequest) -> HttpResponse:
     page, page_note = selectors.approvals_page(user=request.user, page=request.GET.get("page"))
-    return render(
-        request,
-        "deployments/approvals.html",
-        {"page": page, "page_note": page_note, "ttl": settings.APPROVAL_TTL_SECONDS},
-    )
+    context = {
+        "page": page,
+        "page_note": page_note,
+        "ttl": settings.APPROVAL_TTL_SECONDS,
+        "rollouts": rollout_selectors.rollouts_waiting(user=request.user),
+    }
+    return render(request, "deployments/approvals.html", context)
 
 
 @require_safe

@@ -51,11 +51,26 @@ class UnknownWindow(ValueError):
         )
 
 
-def window_choices(requested: str | None) -> dict[str, Any]:
-    """The window a page opens on (the default for a missing or unknown one) and its links."""
-    current = requested if requested in WINDOWS else DEFAULT_WINDOW
+def window_choices(requested: str | None, host: Host | None = None) -> dict[str, Any]:
+    """The window a page opens on (for a missing or unknown one, the one `host`'s samples
+    fill: window_with_data) and its links."""
+    if requested in WINDOWS:
+        current = str(requested)
+    else:
+        current = window_with_data(host) if host is not None else DEFAULT_WINDOW
     links = [{"key": k, "label": w.label, "current": k == current} for k, w in WINDOWS.items()]
     return {"current": current, "links": links}
+
+
+def window_with_data(host: Host, *, now: dt.datetime | None = None) -> str:
+    """A day, unless every sample of the host is from the last hour (a host added minutes ago,
+    a fresh demo without history): then the hour, where its readings are, rather than a day of
+    empty grid with a sliver at its end. One index lookup (gpusample_host_chart)."""
+    oldest = (
+        GpuSample.objects.filter(host=host).order_by("minute").values_list("minute", flat=True)
+    ).first()
+    hour_ago = GpuSample.minute_of(now or timezone.now()) - 60
+    return "1h" if oldest is not None and oldest >= hour_ago else DEFAULT_WINDOW
 
 
 def gpu_chart_series(host: Host, window: str, *, now: dt.datetime | None = None) -> dict[str, Any]:

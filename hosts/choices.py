@@ -27,6 +27,9 @@ class ProbeTrigger(models.TextChoices):
     CLI = "cli", "command line"
     JOB = "job", "change job"
     DIAGNOSTIC = "diagnostic", "GPU diagnostic"
+    # A demo's made-up past: GPU readings the simulator computed for the day before the demo
+    # started (deployments.simfleet_registration.seed_gpu_history), so its charts have a day.
+    HISTORY = "history", "demo history (seeded)"
 
 
 class Verdict(models.TextChoices):

@@ -20,7 +20,7 @@ from .choices import SnapshotStatus, Verdict
 from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
 from .scope import hosts_group_ids_prefetch, hosts_visible, rows_visible
-from .state import DeploymentState, GpuState, HostState, Problem
+from .state import DeploymentState, GpuState, HostState, Problem, problem_lines
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
 USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
@@ -247,6 +247,7 @@ def snapshot_summary(
         "model": ", ".join(server.models),
         "model_root": ", ".join(server.model_roots),
         "gpus": gpus,
+        "memory": gpu_memory_total(state.gpus),
         "power_w": round(sum(g.power_draw_w or 0 for g in state.gpus), 1) if gpus else None,
         "utilization_pct": (
             round(sum(g.utilization_pct or 0 for g in state.gpus) / len(gpus)) if gpus else None
@@ -277,6 +278,17 @@ def gpu_row(gpu: GpuState) -> dict[str, Any]:
         f"{_shown(gpu.power_draw_w)} W, {_shown(gpu.utilization_pct)} %"
     )
     return row
+
+
+def gpu_memory_total(gpus: list[GpuState]) -> str:
+    """All the GPUs' memory used of their total, in GiB ("704 / 783 GiB"), or "" when no GPU
+    says both: the line under the per-GPU bars."""
+    known = [g for g in gpus if g.memory_used_mib is not None and g.memory_total_mib]
+    if not known:
+        return ""
+    used = sum(g.memory_used_mib or 0 for g in known) / 1024
+    total = sum(g.memory_total_mib or 0 for g in known) / 1024
+    return f"{used:,.0f} / {total:,.0f} GiB"
 
 
 def _shown(value: Any) -> str:
@@ -333,8 +345,14 @@ def snapshot_shown(snapshot: StateSnapshot) -> dict[str, Any]:
 
 
 def snapshot_shown_error(snapshot: StateSnapshot | None) -> str:
-    """What the probe could not read, as the host page shows it (through redaction)."""
-    return redact_text(snapshot.error) if snapshot is not None else ""
+    """What the probe could not read, as the host page shows it (through redaction): for a
+    partial snapshot, each distinct error once with the sections it hit."""
+    if snapshot is None:
+        return ""
+    problems = snapshot.state().problems if snapshot.status == SnapshotStatus.PARTIAL else []
+    if problems:
+        return redact_text("; ".join(problem_lines(problems)))
+    return redact_text(snapshot.error)
 
 
 def _shown_deployment(dep: DeploymentState) -> DeploymentState:

@@ -159,6 +159,15 @@ class Problem:
     message: str
 
 
+def problem_lines(problems: list[Problem]) -> list[str]:
+    """One line per distinct message, naming every section it hit: a driver failure fails five
+    nvidia-smi reads with the same words, which a person should read once."""
+    sections: dict[str, list[str]] = {}
+    for problem in problems:
+        sections.setdefault(problem.message, []).append(problem.section)
+    return [f"{', '.join(names)}: {message}" for message, names in sections.items()]
+
+
 @dataclass
 class UnitFile:
     """One file of a unit as `systemctl cat` printed it: the fragment, or a drop-in.

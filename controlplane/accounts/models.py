@@ -122,6 +122,7 @@ class Identity(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "identities"
         constraints = [
             models.UniqueConstraint(fields=["issuer", "subject"], name="identity_issuer_subject"),
         ]

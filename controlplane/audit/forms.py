@@ -9,6 +9,15 @@ from django.utils import timezone
 
 from .selectors import EventFilter
 
+UTC_FORMATS = [
+    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%d",
+]
+UTC_ATTRS = {"placeholder": "2026-12-01 14:00", "autocomplete": "off", "spellcheck": "false"}
+
 
 class EventFilterForm(forms.Form):
     actor = forms.CharField(required=False, max_length=200)
@@ -19,17 +28,22 @@ class EventFilterForm(forms.Form):
     target = forms.CharField(
         required=False, max_length=300, help_text='"type:id" (hosts.host:3) or part of a label'
     )
+    # Typed in UTC, as the table shows times: a browser's date picker shows the browser's own
+    # locale and clock, which is not what the label says. A link's ISO "2026-02-01T00:00" is
+    # read too, and shown back as it is typed here.
     since = forms.DateTimeField(
         required=False,
-        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"],
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-        help_text="UTC",
+        label="Since (UTC)",
+        input_formats=UTC_FORMATS,
+        widget=forms.DateTimeInput(format="%Y-%m-%d %H:%M", attrs=UTC_ATTRS),
+        help_text="YYYY-MM-DD HH:MM, in UTC",
     )
     until = forms.DateTimeField(
         required=False,
-        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"],
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-        help_text="UTC",
+        label="Until (UTC)",
+        input_formats=UTC_FORMATS,
+        widget=forms.DateTimeInput(format="%Y-%m-%d %H:%M", attrs=UTC_ATTRS),
+        help_text="YYYY-MM-DD HH:MM, in UTC",
     )
     text = forms.CharField(required=False, max_length=200, label="Free text")
     correlation = forms.CharField(required=False, max_length=64, label="Correlation id")

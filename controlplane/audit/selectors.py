@@ -22,11 +22,12 @@ from django.db import connections
 from django.db.models import Exists, ExpressionWrapper, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from controlplane.accounts.models import HostGroup
 from controlplane.accounts.roles import user_scope
 
-from . import checkpoints
+from . import checkpoints, verification
 from .chain import ROW_COLUMNS, canonical_json
 from .chain_walk import created_iso_sql
 from .models import AuditEvent, AuditEventHost, AuditVerification
@@ -284,6 +285,51 @@ def host_timeline(host_id: int, limit: int = 20) -> list[AuditEvent]:
 
 def verification_latest() -> AuditVerification | None:
     return AuditVerification.objects.order_by("-started_at", "-id").first()
+
+
+@dataclass(frozen=True)
+class VerificationShown:
+    """A verification as the history page's header shows it: the newest stored one (beat's,
+    the command's), or one walked just now for the page, which is not stored (as the API's
+    read-only verify: a person who asks changes nothing, and an observation about the log is
+    no event in it). `behind`: events recorded after the head it verified."""
+
+    ok: bool
+    events: int
+    head_seq: int
+    head_hash: str
+    checkpoints: int
+    broken_seq: int | None
+    problem: str
+    reason: str
+    started_at: dt.datetime
+    duration_ms: int
+    trigger: str
+    behind: int
+    stored: bool
+
+
+def verification_shown(*, now: bool = False) -> VerificationShown | None:
+    """The stored verification, or (`now`) a walk of the whole chain in this process."""
+    if now:
+        started = timezone.now()
+        result = verification.chain_verify(workers=1)
+        shown: dict[str, Any] = {
+            "ok": result.ok, "events": result.events, "head_seq": result.head_seq,
+            "head_hash": result.head_hash, "checkpoints": result.checkpoints,
+            "broken_seq": result.broken_seq, "problem": result.problem, "reason": result.reason,
+            "started_at": started, "duration_ms": round(result.duration_seconds * 1000),
+            "trigger": "just now, for this page", "stored": False,
+        }  # fmt: skip
+    else:
+        row = verification_latest()
+        if row is None:
+            return None
+        shown = {f.name: getattr(row, f.name) for f in fields(VerificationShown)
+                 if f.name not in ("behind", "stored")}  # fmt: skip
+        shown["stored"] = True
+    head = AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+    return VerificationShown(**shown, behind=max(0, head - shown["head_seq"]))
 
 
 def checkpoint_latest() -> checkpoints.Checkpoint | None:

@@ -4,6 +4,7 @@ only the events a person's scope allows (controlplane.audit.selectors)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -43,6 +44,25 @@ def _filters(request: HttpRequest) -> tuple[EventFilterForm, EventFilter | None]
 @require_safe
 @role_required(VIEWER)
 def history(request: HttpRequest) -> HttpResponse:
+    return _history(request, verification=selectors.verification_shown())
+
+
+@require_safe
+@role_required(VIEWER)
+def verify_now(request: HttpRequest) -> HttpResponse:
+    """ "Verify now": walk the chain and its checkpoints for this page, as the API's read-only
+    verify does (stored nowhere, no event: see selectors.VerificationShown); htmx swaps the
+    header, a plain request gets the whole page with it."""
+    shown = selectors.verification_shown(now=True)
+    if is_partial(request):
+        context = {"verification": shown, "checkpoint": selectors.checkpoint_latest()}
+        return render(request, "audit/history.html#integrity", context)
+    return _history(request, verification=shown)
+
+
+def _history(
+    request: HttpRequest, *, verification: selectors.VerificationShown | None
+) -> HttpResponse:
     form, filters = _filters(request)
     page = None
     if filters is not None:
@@ -67,11 +87,20 @@ def history(request: HttpRequest) -> HttpResponse:
         query = context["query"]
         return push_url(response, reverse("audit:history") + (f"?{query}" if query else ""))
     context.update(
-        verification=selectors.verification_latest(),
+        verification=verification,
         checkpoint=selectors.checkpoint_latest(),
         streams=stream_selectors.stream_statuses(),
+        now=timezone.now(),
+        quick_ranges=_quick_ranges(timezone.now()),
     )
     return render(request, "audit/history.html", context)
+
+
+def _quick_ranges(now: dt.datetime) -> list[tuple[str, str]]:
+    """Links that fill "since" in UTC: the last hour, day and week."""
+    spans = (("last hour", dt.timedelta(hours=1)), ("last 24 h", dt.timedelta(days=1)),
+             ("last 7 days", dt.timedelta(days=7)))  # fmt: skip
+    return [(label, f"{(now - span).astimezone(dt.UTC):%Y-%m-%d %H:%M}") for label, span in spans]
 
 
 @require_safe

@@ -125,6 +125,7 @@ class WebhookDelivery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "webhook deliveries"
         ordering = ["-created_at", "-id"]
         constraints = [
             # One notification per endpoint, event type and audit event, however often the

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from hosts import selectors as host_selectors
@@ -43,6 +43,17 @@ def rollouts_filtered(*, user: Any, status: str = "") -> QuerySet[Rollout]:
     """The rollouts `user` sees (rollouts_visible), of one status when asked."""
     rollouts = rollouts_visible(user)
     return rollouts.filter(status=status) if status else rollouts
+
+
+def rollouts_waiting(*, user: Any, limit: int = 50) -> list[Rollout]:
+    """The rollouts waiting for approval of which `user` sees every host, oldest first, with
+    their host count (`host_count`): the approvals page lists them beside the changes."""
+    return list(
+        rollouts_visible(user)
+        .filter(status=RolloutStatus.PENDING_APPROVAL)
+        .annotate(host_count=Count("hosts"))
+        .order_by("created_at", "pk")[:limit]
+    )
 
 
 def rollout_for_user(*, user: Any, pk: int) -> Rollout | None:

@@ -6,6 +6,7 @@ deployments.execution.runner.
 """
 
 from .approvals import (
+    Decisions,
     approvals_void_on_drift,
     change_params_digest,
     change_request_approve,
@@ -13,6 +14,7 @@ from .approvals import (
     change_request_approve_for_rollout,
     change_request_break_glass,
     change_request_break_glass_allowed,
+    change_request_decisions,
     change_request_reject,
     change_request_reject_allowed,
 )
@@ -39,6 +41,7 @@ from .verdicts import host_health_update, hosts_health_update
 __all__ = [
     "ChangeCheck",
     "ChangeRefused",
+    "Decisions",
     "IntegrityFinding",
     "Preflight",
     "approvals_void_on_drift",
@@ -54,6 +57,7 @@ __all__ = [
     "change_request_cancel_allowed",
     "change_request_create",
     "change_request_create_allowed",
+    "change_request_decisions",
     "change_request_reject",
     "change_request_reject_allowed",
     "change_review",

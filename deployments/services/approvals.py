@@ -8,6 +8,8 @@ when a later probe of the host differs materially (Approval.is_valid says which)
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -70,15 +72,57 @@ def change_request_break_glass_allowed(*, user: Any, host: Host | None = None) -
         raise ChangeRefused("break-glass needs an administrator", code="forbidden")
 
 
+def _refuse_own_request(change: ChangeRequest, user: Any) -> None:
+    if change.requested_by_id is not None and change.requested_by_id == user.pk:
+        raise ChangeRefused(
+            "the two-person rule: you cannot approve your own request", code="forbidden"
+        )
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What a person may decide on a change waiting for approval, by the rules below: approve
+    and reject (an approver of its host who did not request it: a requester cancels), and
+    break the glass only when they cannot simply approve: an administrator is a second person
+    for every change but their own, so for them break-glass is the way past their own request
+    and nothing else. `own_request`: they requested it (the page says why Approve is missing).
+    """
+
+    approve: bool = False
+    reject: bool = False
+    break_glass: bool = False
+    own_request: bool = False
+
+
+def change_request_decisions(*, user: Any, change: ChangeRequest) -> Decisions:
+    def allowed(check: Callable[[], None]) -> bool:
+        try:
+            check()
+        except ChangeRefused:
+            return False
+        return True
+
+    own = change.requested_by_id is not None and change.requested_by_id == user.pk
+    approve = not own and allowed(
+        lambda: change_request_approve_allowed(user=user, host=change.host)
+    )
+    return Decisions(
+        approve=approve,
+        # Their own request they withdraw (Cancel), rather than reject as if a second person.
+        reject=not own
+        and allowed(lambda: change_request_reject_allowed(user=user, host=change.host)),
+        break_glass=not approve
+        and allowed(lambda: change_request_break_glass_allowed(user=user, host=change.host)),
+        own_request=own,
+    )
+
+
 def change_request_approve(
     *, change: ChangeRequest, approver: Any, snapshot: StateSnapshot, reason: str
 ) -> ChangeRequest:
     """Approve on the snapshot the approver saw; it must be fresh and materially the same."""
     change_request_approve_allowed(user=approver, host=change.host)
-    if change.requested_by_id == approver.pk:
-        raise ChangeRefused(
-            "the two-person rule: you cannot approve your own request", code="forbidden"
-        )
+    _refuse_own_request(change, approver)
     reason = require_reason(reason, "an approval")
     return _grant(
         change=change,
@@ -118,10 +162,7 @@ def change_request_approve_for_rollout(
     its parameters and to the fresh snapshot it rests on, so the runner's checks (freshness,
     the approval's expiry, drift) treat it like any other."""
     change_request_approve_allowed(user=approver)
-    if change.requested_by_id == approver.pk:
-        raise ChangeRefused(
-            "the two-person rule: you cannot approve your own request", code="forbidden"
-        )
+    _refuse_own_request(change, approver)
     if (change.params or {}).get("rollout") != rollout_id:
         raise ChangeRefused(f"change #{change.pk} is not part of rollout #{rollout_id}")
     reason = require_reason(reason, "an approval")

@@ -16,7 +16,7 @@ from hosts.models import Host, StateSnapshot
 from .. import kinds
 from ..evaluation import comparison
 from ..models import ChangeRequest, Deployment, ModelArtifact
-from .preflight import ChangeCheck, change_check, change_review
+from .preflight import ChangeCheck, change_acknowledgements, change_check, change_review
 from .refusals import ChangeRefused
 
 # The form's card that says each kind of refusal (ChangeRefused.shown_in), by its context key.
@@ -80,6 +80,13 @@ def change_form_facts(
         target_error=check.target_error,
         rollback_target=target.revision if target is not None else None,
         models=ModelArtifact.objects.all(),
+        acknowledgements=change_acknowledgements(
+            deployment=deployment,
+            kind=kind,
+            snapshot=snapshot,
+            preflight=check.preflight,
+            drains=arguments.get("drain_hook") is not None,
+        ),
     )
     return facts
 

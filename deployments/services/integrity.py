@@ -63,6 +63,14 @@ def latest_integrity(
     return None
 
 
+def nothing_to_repair(deployment: Deployment) -> IntegrityFinding | None:
+    """The newest integrity check of the deployment's engine when it found every file as the
+    package has it: pages then say "nothing to repair" instead of offering a repair (which
+    stays allowed: it reinstalls the same files)."""
+    found = latest_integrity(deployment)
+    return found if found is not None and found.clean else None
+
+
 def repair_basis(deployment: Deployment, decision: StateSnapshot) -> IntegrityFinding | str:
     """The integrity check an engine repair rests on, or why there is none it may rest on:
     one of this unit's engine, in the decision's snapshot or a newer one, at most

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from hosts import commands
+from hosts import services as host_services
 from hosts.choices import HostKeyStatus, SnapshotStatus
 from hosts.models import StateSnapshot
 from hosts.state import HostState
@@ -41,13 +42,30 @@ class Preflight:
     # The change drains first: requests in flight are waited for, not dropped, so they need an
     # acknowledgement only for the case the drain's deadline passes with some still running.
     drains: bool = False
+    repair: bool = False  # the change reinstalls the engine (an engine repair)
+
+    @property
+    def needs_busy_acknowledgement(self) -> bool:
+        """Requests in flight would be dropped: refused until acknowledged (draining, the job
+        waits for them instead, and the acknowledgement is only for the deadline)."""
+        return self.busy and not self.drains
+
+    @property
+    def needs_integrity_acknowledgement(self) -> bool:
+        """A new revision on an engine whose files differ from its package."""
+        return self.integrity_unclean
+
+    @property
+    def nothing_to_repair(self) -> bool:
+        """An engine repair whose integrity check found every file as its package has it."""
+        return self.repair and self.integrity is not None and self.integrity.clean
 
     @property
     def unacknowledged(self) -> list[str]:
         """The warnings a request is refused on until they are acknowledged, and that are not
         acknowledged yet (the others, such as GPU facts a partial snapshot lacks, only warn)."""
         needed = [
-            (self.busy_warning, self.busy_acknowledged or self.drains),
+            (self.busy_warning, self.busy_acknowledged or not self.needs_busy_acknowledgement),
             (self.integrity_warning, self.integrity_acknowledged),
         ]
         return [warning for warning, acknowledged in needed if warning and not acknowledged]
@@ -186,7 +204,7 @@ def change_preflight(
     parallelism the target unit will run, requests in flight (waited for when the change
     `drains` first, else dropped), and the engine's integrity (an engine repair's from the
     snapshot the request was `decided_on`, when that is older)."""
-    result = Preflight(drains=drains)
+    result = Preflight(drains=drains, repair=kinds.spec(target.kind).reinstalls_engine)
     host = deployment.host
     if host.host_key_status != HostKeyStatus.PINNED:
         result.problems.append("the host key is not pinned: every command to this host is blocked")
@@ -213,19 +231,111 @@ def change_preflight(
         if not result.fit.fits:
             result.fit_problem = f"{target.model} {result.fit.message}"
             result.problems.append(result.fit_problem)
-    if declared.drops_inflight:
-        result.inflight = state.inflight(deployment.unit)
-        if result.inflight:
-            result.busy = True
-            result.busy_warning = f"the server has {result.inflight:.0f} requests in flight; " + (
-                "the job drains the host first and waits for them to finish; acknowledge "
-                "to drop those still running when the drain's deadline passes"
-                if drains
-                else "acting now drops them"
-            )
-            result.warnings.append(result.busy_warning)
+    _inflight(result, deployment, target.kind, state)
     _integrity(result, deployment, target.kind, decided_on or snapshot)
     return result
+
+
+def _inflight(result: Preflight, deployment: Deployment, kind: str, state: HostState) -> None:
+    """Requests in flight, for a kind that drops them: a warning to acknowledge, or (draining)
+    what the job waits for."""
+    if not kinds.spec(kind).drops_inflight:
+        return
+    result.inflight = state.inflight(deployment.unit)
+    if result.inflight:
+        result.busy = True
+        result.busy_warning = f"the server has {result.inflight:.0f} requests in flight; " + (
+            "the job drains the host first and waits for them to finish; acknowledge "
+            "to drop those still running when the drain's deadline passes"
+            if result.drains
+            else "acting now drops them"
+        )
+        result.warnings.append(result.busy_warning)
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """Something a requester acknowledges to go ahead, asked only when its condition holds:
+    `field` is the request's (and the change form's) argument, `facts` what makes it needed
+    now. `required`: refused without it; otherwise it only decides what happens later (the
+    requests still running when a drain's deadline passes)."""
+
+    field: str
+    label: str
+    facts: list[str]
+    required: bool = True
+
+
+def change_acknowledgements(
+    *,
+    deployment: Deployment,
+    kind: str,
+    snapshot: StateSnapshot | None,
+    preflight: Preflight | None = None,
+    drains: bool = False,
+) -> list[Acknowledgement]:
+    """What the change form asks to acknowledge, by the rules the request refuses on
+    (requests._refuse_on_preflight, unknown_facts_to_acknowledge): requests in flight that
+    would be dropped, an engine whose files differ under a new revision, what a partial
+    snapshot could not see. From `preflight` when the form has one, else from the snapshot
+    (a swap's pre-flight waits for a model; what is in flight does not)."""
+    if snapshot is None:
+        return []
+    declared = kinds.spec(kind)
+    if preflight is None:
+        preflight = Preflight(drains=drains, repair=declared.reinstalls_engine)
+        _inflight(preflight, deployment, kind, snapshot.state())
+        _integrity(preflight, deployment, kind, snapshot)
+    found: list[Acknowledgement] = []
+    unknown = unknown_facts_to_acknowledge(kind, snapshot)
+    if unknown is not None:
+        found.append(
+            Acknowledgement(
+                "acknowledge_unknown",
+                "I have read what the snapshot could not see and go ahead without it",
+                [f"snapshot #{snapshot.pk} is partial; unknown: {fact}" for fact in unknown],
+            )
+        )
+    inflight = f"{preflight.inflight or 0:.0f} requests in flight on {deployment.unit}"
+    if preflight.needs_busy_acknowledgement:
+        found.append(
+            Acknowledgement(
+                "acknowledge_busy",
+                "I know these requests are in flight and accept dropping them",
+                [f"snapshot #{snapshot.pk}: {inflight}; acting now drops them"],
+            )
+        )
+    elif preflight.drains and declared.drops_inflight:
+        now = inflight if preflight.busy else "none in flight now"
+        found.append(
+            Acknowledgement(
+                "acknowledge_busy",
+                "Drop the requests still running when the drain's deadline passes",
+                [
+                    f"snapshot #{snapshot.pk}: {now}. Unticked, the job stops without "
+                    "touching the service if some still run at the deadline"
+                ],
+                required=False,
+            )
+        )
+    if preflight.needs_integrity_acknowledgement and preflight.integrity is not None:
+        found.append(
+            Acknowledgement(
+                "acknowledge_integrity",
+                "I know the engine's files differ from its package and go ahead anyway",
+                [preflight.integrity.describe()],
+            )
+        )
+    return found
+
+
+def unknown_facts_to_acknowledge(kind: str, snapshot: StateSnapshot) -> list[str] | None:
+    """The unknown facts a stop or restart on a partial snapshot must acknowledge, or None when
+    none need it (the snapshot is not partial, or the kind may not rest on one at all: then
+    freshness refuses it)."""
+    if snapshot.status != SnapshotStatus.PARTIAL or not kinds.spec(kind).partial_snapshot_ok:
+        return None
+    return host_services.unknown_facts(snapshot) or ["(the snapshot did not say which facts)"]
 
 
 def _integrity(

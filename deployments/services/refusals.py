@@ -19,7 +19,8 @@ class ChangeRefused(Refused):
     """A rule refused a change. `code` is one of: stale, forbidden, conflict, invalid.
 
     `shown_in` names the card of the change form that already says it (the snapshot, the
-    target, the pre-flight), so the page does not say it twice; None: only the refusal does.
+    target, the pre-flight), so the page does not say it twice, or "reason": a form shows it
+    beside the reason typed; None: only the refusal does.
     """
 
     shown_in: str | None = None
@@ -60,10 +61,14 @@ def require_role(
 
 
 def require_reason(reason: str, what: str, *, minimum: int = 1) -> str:
+    """The reason as words (controlplane.audit.reasons), or a refusal that a form shows beside
+    its reason field (`shown_in` "reason")."""
     try:
         return reasons.validate_reason(reason, what=what, minimum=minimum)
     except ValidationError as exc:
-        raise ChangeRefused(exc.messages[0]) from exc
+        refused = ChangeRefused(exc.messages[0])
+        refused.shown_in = "reason"
+        raise refused from exc
 
 
 def require_stored_rows_valid(deployment: Any, model: Any = None) -> None:

@@ -11,7 +11,6 @@ from controlplane.audit import context as audit_context
 from controlplane.audit import services as audit
 from controlplane.audit.actions import AuditAction
 from hosts import services as host_services
-from hosts.choices import SnapshotStatus
 from hosts.models import Host, StateSnapshot
 from hosts.scope import user_has_role_on_host
 
@@ -28,7 +27,12 @@ from ..models import (
 )
 from .approvals import change_params_digest
 from .drain_requests import drain_params
-from .preflight import Preflight, change_preflight, change_target_for
+from .preflight import (
+    Preflight,
+    change_preflight,
+    change_target_for,
+    unknown_facts_to_acknowledge,
+)
 from .refusals import ChangeRefused, require_reason, require_role, shown_in, stale
 
 
@@ -163,9 +167,9 @@ def _unknown_facts_acknowledged(
 ) -> list[str] | None:
     """The unknown facts a stop or restart on a partial snapshot goes ahead with, or None when
     the snapshot is not partial (or the kind may not rest on one: freshness refuses it)."""
-    if snapshot.status != SnapshotStatus.PARTIAL or not kinds.spec(kind).partial_snapshot_ok:
+    facts = unknown_facts_to_acknowledge(kind, snapshot)
+    if facts is None:
         return None
-    facts = host_services.unknown_facts(snapshot) or ["(the snapshot did not say which facts)"]
     if not acknowledge_unknown:
         raise ChangeRefused(
             f"snapshot #{snapshot.pk} is partial; unknown: {'; '.join(facts)}. Acknowledge what "
@@ -198,10 +202,10 @@ def _refuse_on_preflight(
         raise ChangeRefused("; ".join(checks.problems), code="conflict")
     missing: list[str] = []
     details: dict[str, bool] = {}
-    if checks.busy and not acknowledge_busy and not checks.drains:
+    if checks.needs_busy_acknowledgement and not acknowledge_busy:
         missing.append(f"the server has {checks.inflight:.0f} requests in flight")
         details["needs_acknowledgement"] = True
-    if checks.integrity_unclean and not acknowledge_integrity:
+    if checks.needs_integrity_acknowledgement and not acknowledge_integrity:
         assert checks.integrity is not None
         missing.append(f"the engine integrity check is not clean: {checks.integrity.describe()}")
         details["needs_integrity_acknowledgement"] = True

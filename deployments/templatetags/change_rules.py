@@ -10,7 +10,8 @@ from typing import Any
 from django import template
 
 from deployments import services
-from deployments.models import ChangeRequest
+from deployments.models import ChangeRequest, Deployment
+from deployments.services.integrity import IntegrityFinding, nothing_to_repair
 from hosts.models import Host
 
 register = template.Library()
@@ -42,3 +43,9 @@ def may_cancel(user: Any, change: ChangeRequest) -> bool:
 @register.filter
 def may_run_gpu_diagnostic(user: Any, host: Host) -> bool:
     return _allowed(lambda: services.gpu_diagnostic_allowed(user=user, host=host))
+
+
+@register.filter
+def engine_clean(deployment: Deployment) -> IntegrityFinding | None:
+    """The integrity check that found the engine clean ("nothing to repair"), or None."""
+    return nothing_to_repair(deployment)

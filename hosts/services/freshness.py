@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from ..choices import SnapshotStatus
 from ..models import Host, StateSnapshot
+from ..state import problem_lines
 
 # --- freshness -------------------------------------------------------------------------------
 
@@ -27,10 +28,7 @@ def unknown_facts(snapshot: StateSnapshot) -> list[str]:
     """What a partial snapshot could not read, for a person to acknowledge: one line per
     distinct error, naming every section it hit (a driver failure fails five nvidia-smi reads
     with the same message)."""
-    sections: dict[str, list[str]] = {}
-    for problem in snapshot.state().problems:
-        sections.setdefault(problem.message, []).append(problem.section)
-    return [f"{', '.join(names)}: {message}" for message, names in sections.items()]
+    return problem_lines(snapshot.state().problems)
 
 
 def snapshot_require_fresh(

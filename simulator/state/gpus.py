@@ -185,8 +185,7 @@ def compute_apps(machine: Machine, now: float) -> list[AppReading]:
 
 
 def _busy_gpus(machine: Machine, now: float) -> dict[int, float]:
-    running = machine.inflight_running
-    load = 0.0 if running <= 0 else min(1.0, 0.35 + running / 48)
+    load = _load_of(machine.inflight_running)
     busy: dict[int, float] = {}
     if load:
         for unit in machine.units.values():
@@ -194,6 +193,43 @@ def _busy_gpus(machine: Machine, now: float) -> dict[int, float]:
                 for g in unit.run.gpus:
                     busy[g] = load
     return busy
+
+
+def _load_of(running: int) -> float:
+    """How hard the GPUs work with `running` requests in flight (0: idle)."""
+    return 0.0 if running <= 0 else min(1.0, 0.35 + running / 48)
+
+
+def daily_running(wall: float) -> int:
+    """Requests in flight at a wall-clock time on a typical day of an inference service:
+    none in the small hours (UTC), a morning ramp, busiest in mid-afternoon (about 50)."""
+    hours = (wall / 3600) % 24
+    return max(0, round(38 * math.cos(2 * math.pi * (hours - 15) / 24) + 12))
+
+
+def gpu_history(
+    machine: Machine, *, start_wall: float, end_wall: float, every_seconds: float
+) -> list[tuple[float, list[GpuReading]]]:
+    """Every GPU's readings from `start_wall` to `end_wall`, `every_seconds` apart, as the
+    host's probes would have read them had it served all along: the memory its engines hold
+    once loaded (whatever loads now, settled), under the traffic of a typical day
+    (daily_running), through the model the live readings use. For a demo whose GPU charts
+    should not open on an empty day; nothing here changes the machine."""
+    now = machine.tick()
+    ready = [u.run.ready_at for u in machine.units.values() if u.run and u.run.ready_at]
+    settled = max([now, *ready])
+    held = {g.index: runs_usage(machine, g, settled) + foreign_usage(machine, g, settled)
+            for g in machine.gpus}  # fmt: skip
+    history = []
+    steps = int((end_wall - start_wall) // every_seconds)
+    for step in range(steps + 1):
+        wall = start_wall + step * every_seconds
+        load = _load_of(daily_running(wall))
+        history.append((wall, [
+            _reading(machine.hardware, g, held[g.index], load if held[g.index] else 0.0, wall)
+            for g in machine.gpus
+        ]))  # fmt: skip
+    return history
 
 
 def gpu_readings(machine: Machine, now: float, wall: float) -> list[GpuReading]:

@@ -228,6 +228,15 @@ class Machine:
         now = self.tick()
         return gpu_faults.apply(self, gpus.gpu_readings(self, now, self.wall()), now)
 
+    def gpu_history(
+        self, *, start_wall: float, end_wall: float, every_seconds: float
+    ) -> list[tuple[float, list[GpuReading]]]:
+        """A typical day's readings of every GPU over a span of wall-clock time (for a demo's
+        charts; gpus.gpu_history says how)."""
+        return gpus.gpu_history(
+            self, start_wall=start_wall, end_wall=end_wall, every_seconds=every_seconds
+        )
+
     def compute_apps(self) -> list[AppReading]:
         """Every process holding GPU memory: engine workers, and foreign ones under the fault."""
         return gpus.compute_apps(self, self.tick())

@@ -148,6 +148,9 @@ RULES: dict[str, Rule] = {
     # changes
     "deployments:change_form": page(GET=OPERATOR, POST=OPERATOR),
     "deployments:change_preflight": htmx(POST=OPERATOR),
+    # "Probe again" on the change form, and the card that follows that probe
+    "deployments:change_form_probe": htmx(POST=OPERATOR),
+    "deployments:change_form_snapshot": htmx(GET=OPERATOR),
     "deployments:revisions": page(GET=VIEWER),
     "deployments:changes": page(GET=VIEWER),
     "deployments:change": page(GET=VIEWER),
@@ -170,6 +173,7 @@ RULES: dict[str, Rule] = {
     "rollouts:abort": page(POST=CONTROLLER),
     # the audit log
     "audit:history": page(GET=VIEWER),
+    "audit:verify": page(GET=VIEWER),  # "Verify now": read-only, as the API's verify
     "audit:event": page(GET=VIEWER),
     "audit:host_timeline": htmx(GET=VIEWER),
     "audit:export_csv": page(GET=VIEWER),

@@ -38,6 +38,7 @@ PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when its parent dies
 # board, whose 141 GB GPUs hold the Kimi-K2.5 NVFP4 every host is deployed with. (An H100's 80
 # GB would not hold it at tensor-parallel 8, nor would four L40S.)
 DEMO_HARDWARE = {2: "h200"}  # host number -> profile
+DEMO_HISTORY_HOURS = 24
 
 
 def demo_hardware(hosts: int) -> list[str]:
@@ -187,6 +188,9 @@ class Command(BaseCommand):
             "--register",
             "--state-dir",
             str(run_dir / "simfleet"),
+            # A day of GPU history, so the host charts show what they are for at once.
+            "--history-hours",
+            str(DEMO_HISTORY_HOURS),
         ]
         fleet += [f"--hardware={host}" for host in demo_hardware(options["hosts"])]
         # No --pidfile: the demo's lock already keeps beat single. A beat stopped by two

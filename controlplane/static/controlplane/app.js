@@ -52,3 +52,24 @@
     }
   });
 })();
+
+// A disclosure a person opened or closed stays so when htmx swaps its part of the page in again
+// (the change page refreshes its steps every second): what they chose, by the element's id,
+// wins over how the server renders it.
+(function () {
+  const chosen = new Map();
+  document.addEventListener("click", function (event) {
+    const summary = event.target.closest && event.target.closest("summary");
+    const details = summary && summary.parentElement;
+    if (!details || details.tagName !== "DETAILS" || !details.id) return;
+    setTimeout(function () {
+      chosen.set(details.id, details.open);
+    }, 0);
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    chosen.forEach(function (open, id) {
+      const details = document.getElementById(id);
+      if (details && details.tagName === "DETAILS" && details.open !== open) details.open = open;
+    });
+  });
+})();

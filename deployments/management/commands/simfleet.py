@@ -119,6 +119,14 @@ class Command(BaseCommand):
             "deployment per host to the database (idempotent)",
         )
         parser.add_argument(
+            "--history-hours",
+            type=float,
+            default=0,
+            help="with --register: give each host that has no past this many hours of GPU "
+            "history (seeded snapshots with the readings of a typical day), so its charts are "
+            "not empty; the demo asks for 24 (default 0: none)",
+        )
+        parser.add_argument(
             "--state-dir",
             default="",
             help="where host keys and the client key live (default .run/simfleet/)",
@@ -166,6 +174,10 @@ class Command(BaseCommand):
         base_port = options["base_port"]
         if count < 1:
             raise CommandError("--hosts must be at least 1")
+        if options["history_hours"] and not options["register"]:
+            raise CommandError("--history-hours needs --register (it writes to the database)")
+        if not 0 <= options["history_hours"] <= 24 * 7:
+            raise CommandError("--history-hours must be 0 to 168 (a week)")
         if not 0 < options["time_scale"] <= 100:
             raise CommandError("--time-scale must be above 0 and at most 100")
         if not base_port >= 1 or base_port + count - 1 > 65535:
@@ -200,6 +212,15 @@ class Command(BaseCommand):
                 address=address,
             )
             self.stdout.write(f"simfleet: registered {len(rows)} hosts (credential 'simfleet')")
+            if options["history_hours"] > 0:
+                from deployments.simfleet_registration import seed_gpu_history
+
+                seeded = seed_gpu_history(fleet.hosts, hours=options["history_hours"])
+                if seeded:
+                    self.stdout.write(
+                        f"simfleet: seeded {options['history_hours']:g} h of GPU history "
+                        f"({seeded} snapshots) for the charts"
+                    )
         try:
             asyncio.run(self._serve(fleet, started))
         except OSError as exc:
