@@ -13,8 +13,9 @@ from pathlib import Path
 import environ
 
 from controlplane.settings_parts import api as api_settings
-from controlplane.settings_parts import sign_in
+from controlplane.settings_parts import csp, log_config, sign_in
 from controlplane.settings_parts.audit_streams import audit_streams
+from controlplane.settings_parts.beat import beat_schedule
 from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
 from controlplane.settings_parts.validation import (
     allowed_networks,
@@ -217,25 +218,8 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token is sent via hx-headers on <body>
 X_FRAME_OPTIONS = "DENY"
 
-# --- Content-Security-Policy (django-csp) -------------------------------------------------------
-# Enforced, not report-only. Scripts and styles come only from our own static files: no inline
-# <script>, no on*= handlers or javascript: URLs, no style="" attributes, no eval (htmx is told
-# not to use it, nor to inject its indicator <style>; see base.html). Behaviour lives in
-# static/controlplane/app.js, sizes in CSS classes or SVG attributes. tests/security/test_csp.py
-# checks every page and, in Chromium, that nothing is reported as a violation.
-CONTENT_SECURITY_POLICY = {
-    "DIRECTIVES": {
-        "default-src": ["'self'"],
-        "script-src": ["'self'"],
-        "style-src": ["'self'"],
-        "img-src": ["'self'", "data:"],  # data: for icons inlined in third-party CSS (Swagger UI)
-        "connect-src": ["'self'"],
-        "object-src": ["'none'"],
-        "base-uri": ["'self'"],
-        "form-action": ["'self'"],
-        "frame-ancestors": ["'none'"],
-    },
-}
+# --- Content-Security-Policy (django-csp): enforced, fixed, in controlplane/settings_parts/csp.py
+CONTENT_SECURITY_POLICY = csp.CONTENT_SECURITY_POLICY
 
 # --- the rules -------------------------------------------------------------------------------
 SNAPSHOT_MAX_AGE_SECONDS = env.int("SNAPSHOT_MAX_AGE_SECONDS", default=300)
@@ -286,21 +270,8 @@ SNAPSHOT_KEEP_DENSE_SECONDS = env.int("SNAPSHOT_KEEP_DENSE_SECONDS", default=30 
 SNAPSHOT_SPARSE_EVERY_SECONDS = env.int("SNAPSHOT_SPARSE_EVERY_SECONDS", default=3600)
 SNAPSHOT_RETENTION_SWEEP_SECONDS = env.int("SNAPSHOT_RETENTION_SWEEP_SECONDS", default=600)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    # Whatever is logged passes controlplane.redaction first (an error may quote host output).
-    "filters": {"redact": {"()": "controlplane.redaction.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # Sign-ins are audited; django-axes' own INFO lines would repeat each one in the log.
-    # Authlib's DEBUG lines carry the PKCE code verifier of each sign-in.
-    "loggers": {
-        "asyncssh": {"level": "WARNING"},
-        "axes": {"level": "WARNING"},
-        "authlib": {"level": "INFO"},
-    },
-}
+# Whatever is logged passes controlplane.redaction first (settings_parts/log_config.py).
+LOGGING = log_config.logging_config(level=env.str("LOG_LEVEL", default="INFO"))
 
 # --- audit anchoring ----------------------------------------------------------------------------
 # Checkpoints (sequence number, head hash, time) are signed with an Ed25519 key and appended to a
@@ -415,37 +386,25 @@ WEBHOOK_ALLOWED_NETWORKS = allowed_networks(env.list("WEBHOOK_ALLOWED_NETWORKS",
 CONTROLPLANE_BASE_URL = env.str("CONTROLPLANE_BASE_URL", default="")
 
 # --- what beat runs, every so many seconds (each interval is set above) -------------------------
-CELERY_BEAT_SCHEDULE = {
-    "probe-due-hosts": {"task": "hosts.tasks.probe_due_hosts", "schedule": PROBE_SWEEP_SECONDS},
-    "snapshot-retention": {
-        "task": "hosts.tasks.thin_snapshots",
-        "schedule": SNAPSHOT_RETENTION_SWEEP_SECONDS,
-    },
-    "audit-checkpoint": {
-        "task": "controlplane.audit.tasks.write_checkpoint",
-        "schedule": AUDIT_CHECKPOINT_SECONDS,
-    },
-    "audit-verify": {
-        "task": "controlplane.audit.tasks.verify_chain",
-        "schedule": AUDIT_VERIFY_SECONDS,
-    },
-    "audit-stream": {
-        "task": "controlplane.audit.tasks.stream_sweep",
-        "schedule": AUDIT_STREAM_SWEEP_SECONDS,
-    },
-    "recover-interrupted-jobs": {
-        "task": "deployments.tasks.recover_interrupted_jobs",
-        "schedule": JOB_RECOVERY_SWEEP_SECONDS,
-    },
-    # A maintenance whose end time passed is over at once (Host.in_maintenance); this
-    # records that it ended and clears it from the host.
-    "end-maintenance": {"task": "hosts.tasks.end_maintenance", "schedule": 60},
-    "rollouts-sweep": {
-        "task": "deployments.tasks.rollouts_sweep",
-        "schedule": ROLLOUT_SWEEP_SECONDS,
-    },
-    "webhook-requeue": {
-        "task": "controlplane.notifications.tasks.requeue_deliveries",
-        "schedule": WEBHOOK_REQUEUE_AFTER_SECONDS,
-    },
-}
+# Entry names are kept as they are: django-celery-beat stores its schedule under them.
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    {
+        "probe-due-hosts": ("hosts.tasks.probe_due_hosts", PROBE_SWEEP_SECONDS),
+        "snapshot-retention": ("hosts.tasks.thin_snapshots", SNAPSHOT_RETENTION_SWEEP_SECONDS),
+        "audit-checkpoint": ("controlplane.audit.tasks.write_checkpoint", AUDIT_CHECKPOINT_SECONDS),
+        "audit-verify": ("controlplane.audit.tasks.verify_chain", AUDIT_VERIFY_SECONDS),
+        "audit-stream": ("controlplane.audit.tasks.stream_sweep", AUDIT_STREAM_SWEEP_SECONDS),
+        "recover-interrupted-jobs": (
+            "deployments.tasks.recover_interrupted_jobs",
+            JOB_RECOVERY_SWEEP_SECONDS,
+        ),
+        # A maintenance whose end time passed is over at once (Host.in_maintenance); this
+        # records that it ended and clears it from the host.
+        "end-maintenance": ("hosts.tasks.end_maintenance", 60),
+        "rollouts-sweep": ("deployments.tasks.rollouts_sweep", ROLLOUT_SWEEP_SECONDS),
+        "webhook-requeue": (
+            "controlplane.notifications.tasks.requeue_deliveries",
+            WEBHOOK_REQUEUE_AFTER_SECONDS,
+        ),
+    }
+)
