@@ -17,6 +17,7 @@ from controlplane.settings_parts import csp, log_config, sign_in
 from controlplane.settings_parts.audit_streams import audit_streams
 from controlplane.settings_parts.beat import beat_schedule
 from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
+from controlplane.settings_parts.templates import templates_config
 from controlplane.settings_parts.validation import (
     allowed_networks,
     refuse_demo_defaults,
@@ -156,21 +157,8 @@ sign_in.check_sign_in(
 ROOT_URLCONF = "controlplane.urls"
 WSGI_APPLICATION = "controlplane.wsgi.application"
 
-TEMPLATES = [
-    {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
-        "APP_DIRS": True,
-        "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-                "controlplane.accounts.context_processors.roles",
-            ],
-        },
-    }
-]
+# Fixed: the project's templates/ folder, each app's, and the context processors.
+TEMPLATES = templates_config(BASE_DIR)
 
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
