@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from controlplane import crypto
 from controlplane.canonical import canonical_digest
+from controlplane.refusals import Refused
 
-from . import validators
+from . import packing, validators
 from .choices import VERDICT_SEVERITY, HostKeyStatus, ProbeTrigger, SnapshotStatus, Verdict
 from .state import HostState, material_fingerprint
 
@@ -205,8 +206,48 @@ class SnapshotImmutable(Exception):
     """Raised on any attempt to change a stored snapshot."""
 
 
-class SnapshotBlobCorrupt(Exception):
-    """A stored section's content no longer matches the SHA-256 it is stored under."""
+class SnapshotBlobCorrupt(Refused):
+    """A stored section's content no longer matches the SHA-256 it is stored under, or no longer
+    decompresses. A refusal, so a page or the API that reads it says so in words (409), not 500.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            f"The raw output stored with this snapshot cannot be read back: {message}.",
+            code="conflict",
+        )
+
+
+class SectionDictionary(models.Model):
+    """A zstd dictionary trained on the fleet's own probe sections (hosts.packing), with which
+    sections are compressed: the newest one for whatever is stored now. Never changed; removed by
+    retention only once no blob and no snapshot names it and a newer one exists
+    (hosts.services.blobs.dictionaries_collect)."""
+
+    content = models.BinaryField()
+    sha256 = models.CharField(max_length=64, unique=True)
+    samples = models.PositiveIntegerField(help_text="How many section records it was trained on.")
+    sample_bytes = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"section dictionary {self.pk} ({len(self.content)} bytes)"
+
+
+_prepared_dictionaries: dict[int, packing.Dictionary] = {}
+
+
+def section_dictionary(pk: int | None) -> packing.Dictionary:
+    """Dictionary `pk` ready for zstd, read once per process (a dictionary never changes)."""
+    if pk is None:
+        return None
+    found = _prepared_dictionaries.get(pk)
+    if found is None:
+        row = SectionDictionary.objects.filter(pk=pk).values_list("content", flat=True).first()
+        if row is None:
+            raise SnapshotBlobCorrupt(f"compression dictionary {pk} is missing")
+        found = _prepared_dictionaries[pk] = packing.prepare(bytes(row))
+    return found
 
 
 class SnapshotBlob(models.Model):
@@ -215,15 +256,39 @@ class SnapshotBlob(models.Model):
     section's canonical JSON. An unchanged `nvidia-smi` section costs a snapshot nothing but a
     number in its `raw_index`. Rows are written by hosts.services.blobs and removed only by
     retention, once no snapshot names them.
+
+    Blobs written since migration 0011 hold the section as one compressed record in `packed`
+    (hosts.packing, with `dictionary` when one was trained); older ones keep `output`,
+    `exit_status` and `truncated` as they were. Both read back through `as_section`.
     """
 
     sha256 = models.CharField(max_length=64, unique=True)
     output = models.TextField(blank=True)
     exit_status = models.IntegerField(null=True, blank=True)
     truncated = models.BooleanField(default=False)
+    packed = models.BinaryField(null=True, blank=True)
+    # no plain FK index: `blob_dictionary` (partial, added concurrently) serves retention's
+    # "does a blob still need this dictionary?"
+    dictionary = models.ForeignKey(
+        SectionDictionary,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["dictionary"],
+                name="blob_dictionary",
+                condition=models.Q(dictionary__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"blob {self.sha256[:12]} ({len(self.output)} chars)"
+        return f"blob {self.sha256[:12]}"
 
     @staticmethod
     def digest_of(section: dict[str, Any]) -> str:
@@ -236,11 +301,23 @@ class SnapshotBlob(models.Model):
         )
 
     def as_section(self) -> dict[str, Any]:
-        section = {
-            "output": self.output,
-            "exit_status": self.exit_status,
-            "truncated": self.truncated,
-        }
+        if self.packed is None:
+            section = {
+                "output": self.output,
+                "exit_status": self.exit_status,
+                "truncated": self.truncated,
+            }
+        else:
+            try:
+                plain = packing.decompress(
+                    self.packed, section_dictionary(self.dictionary_id)
+                )
+                records = packing.records_read(plain)
+            except packing.PackingError as exc:
+                raise SnapshotBlobCorrupt(f"section blob {self.pk}: {exc}") from exc
+            if len(records) != 1:
+                raise SnapshotBlobCorrupt(f"section blob {self.pk} holds {len(records)} records")
+            section = records[0][1]
         if self.digest_of(section) != self.sha256:
             raise SnapshotBlobCorrupt(f"section blob {self.pk} does not match its SHA-256")
         return section
@@ -258,7 +335,10 @@ class StateSnapshot(models.Model):
     digest saw the same state, and an approval can bind to exactly what its approver saw.
 
     The raw output is read as `raw` (each section's output, exit status and whether it was
-    cut); it is stored as `raw_index`, each section's SnapshotBlob id. Retention may remove a
+    cut); it is stored as `raw_index`, each section's SnapshotBlob id, except that the sections
+    that differ on every probe (hosts.services.blobs.PACKED_SECTIONS) are 0 there and held in
+    `raw_packed`, compressed together with `dictionary` behind their SHA-256 (hosts.packing):
+    a blob of its own each would cost its key and index entries every probe. Retention may remove a
     snapshot that nothing references once it is old (hosts.services.retention); it never
     changes one.
     """
@@ -270,6 +350,16 @@ class StateSnapshot(models.Model):
     duration_ms = models.PositiveIntegerField()
     raw_index = ProbeJSONField(
         default=dict, blank=True, help_text="Each probe section's SnapshotBlob id; read `raw`."
+    )
+    raw_packed = models.BinaryField(null=True, blank=True)
+    # no plain FK index: `snapshot_dictionary` (partial, added concurrently) serves retention
+    dictionary = models.ForeignKey(
+        SectionDictionary,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     parsed = ProbeJSONField(default=dict)
     digest = models.CharField(max_length=64)
@@ -293,6 +383,12 @@ class StateSnapshot(models.Model):
                 name="snapshot_host_newest_check",
                 condition=models.Q(includes_integrity=True),
             ),
+            # retention: does a snapshot still need this dictionary? (dictionaries_collect)
+            models.Index(
+                fields=["dictionary"],
+                name="snapshot_dictionary",
+                condition=models.Q(dictionary__isnull=False),
+            ),
         ]
         # On PostgreSQL, migration 0004 adds `snapshot_raw_blobs`: a GIN index over the blob ids
         # in raw_index, which retention asks before it removes a blob.
@@ -311,7 +407,9 @@ class StateSnapshot(models.Model):
         query the first time, checked against each section's SHA-256."""
         cached: dict[str, Any] | None = getattr(self, "_raw", None)
         if cached is None:
-            cached = self._raw = raw_sections(self.raw_index)
+            cached = self._raw = raw_sections(
+                self.raw_index, self.raw_packed, self.dictionary_id, snapshot_id=self.pk
+            )
         return cached
 
     def age_seconds(self, now: dt.datetime | None = None) -> float:
@@ -333,15 +431,33 @@ class StateSnapshot(models.Model):
         return material_fingerprint(self.state())
 
 
-def raw_sections(index: dict[str, Any]) -> dict[str, Any]:
-    """{section: {output, exit_status, truncated}} for a snapshot's raw_index, in one query."""
+def raw_sections(
+    index: dict[str, Any],
+    packed: bytes | None = None,
+    dictionary_id: int | None = None,
+    *,
+    snapshot_id: int | None = None,
+) -> dict[str, Any]:
+    """{section: {output, exit_status, truncated}} for a snapshot's raw_index (blob ids, 0 for a
+    section in `packed`), in raw_index's order, with one query for the blobs."""
     if not index:
         return {}
-    blobs = SnapshotBlob.objects.in_bulk(set(index.values()))
-    missing = {name for name, pk in index.items() if pk not in blobs}
+    inline: dict[str, Any] = {}
+    if packed is not None:
+        try:
+            inline = dict(packing.unpack_sections(packed, section_dictionary(dictionary_id)))
+        except packing.PackingError as exc:
+            raise SnapshotBlobCorrupt(f"snapshot {snapshot_id}'s packed sections: {exc}") from exc
+    wanted = {pk for pk in index.values() if pk}
+    blobs = SnapshotBlob.objects.in_bulk(wanted) if wanted else {}
+    missing = {
+        name for name, pk in index.items() if (pk not in blobs if pk else name not in inline)
+    }
     if missing:
         raise SnapshotBlobCorrupt(f"section blobs missing for {sorted(missing)}")
-    return {name: blobs[pk].as_section() for name, pk in index.items()}
+    return {
+        name: blobs[pk].as_section() if pk else inline[name] for name, pk in index.items()
+    }
 
 
 class SnapshotRetention(models.Model):

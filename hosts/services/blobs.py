@@ -10,18 +10,49 @@ on each other crosswise) and then takes FOR KEY SHARE locks on every blob it nam
 foreign key would; retention locks the blobs it means to remove FOR UPDATE SKIP LOCKED, so it
 never removes one that a round still in flight is about to name, and never waits on a round.
 A blob removed between a round's insert and its lock is inserted again.
+
+Compression (hosts.packing): every section is compressed with the newest SectionDictionary
+(plain zstd before one is trained, `train_section_dictionary`). The sections that differ on
+every probe (`PACKED_SECTIONS`: readings, CPU times, timestamps) are not blobs: content
+addressing never finds them again, and a row with its SHA-256 key and index entries per section
+cost more than the section itself. They go into the snapshot's own `raw_packed`, together in one
+frame. A round takes a FOR KEY SHARE lock on the dictionary it uses, as on its blobs; retention
+removes a dictionary only once it is not the newest, no blob or snapshot names it, and it can
+lock it FOR UPDATE SKIP LOCKED (`dictionaries_collect`), so a round in flight keeps its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
 
-from ..models import SnapshotBlob, StateSnapshot
+from .. import packing
+from ..models import SectionDictionary, SnapshotBlob, StateSnapshot, section_dictionary
 
 BLOB_SQL_BATCH = 1000  # ids per statement
+# Sections whose output differs on every probe (power, utilisation, CPU times, the `created`
+# time of /v1/models, systemd's counters): kept in the snapshot's `raw_packed`, not as blobs.
+# A name or prefix ("unit:" for every unit). Any other section is a blob; either way it reads
+# back the same, so this list is about cost only.
+PACKED_SECTIONS = ("gpus", "processes", "models:", "unit:")
+
+
+def packed_section(name: str) -> bool:
+    return any(
+        name.startswith(p) if p.endswith(":") else name == p for p in PACKED_SECTIONS
+    )
+
+
+@dataclass(frozen=True)
+class StoredRaw:
+    """Where one probe's raw output went: the snapshot's raw_index, raw_packed, dictionary."""
+
+    index: dict[str, int]
+    packed: bytes | None
+    dictionary_id: int | None
 
 
 def _record(section: dict[str, Any]) -> dict[str, Any]:
@@ -32,42 +63,82 @@ def _record(section: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def raw_store(raws: list[dict[str, Any]]) -> list[dict[str, int]]:
-    """Store each distinct section of `raws` once; return each raw's `{section: blob id}`.
+def raw_store(raws: list[dict[str, Any]]) -> list[StoredRaw]:
+    """Store each distinct section of `raws` once, compressed; return where each raw went.
 
     Called inside the transaction that stores the snapshots naming these blobs.
     """
-    by_sha: dict[str, dict[str, Any]] = {}
-    names: list[dict[str, str]] = []
-    for raw in raws:
-        index = {}
-        for name, section in raw.items():
-            record = _record(section)
-            sha = SnapshotBlob.digest_of(record)
-            by_sha[sha] = record
-            index[name] = sha
-        names.append(index)
-    if not by_sha:
-        return [{} for _ in raws]
+    if not any(raws):
+        return [StoredRaw({}, None, None) for _ in raws]
+    with transaction.atomic():
+        dictionary_id = _dictionary_in_use()
+        dictionary = section_dictionary(dictionary_id)
+        by_sha: dict[str, dict[str, Any]] = {}
+        plans: list[tuple[dict[str, str], list[tuple[str, dict[str, Any]]]]] = []
+        for raw in raws:
+            index: dict[str, str] = {}
+            inline: list[tuple[str, dict[str, Any]]] = []
+            for name, section in raw.items():
+                record = _record(section)
+                if packed_section(name):
+                    index[name] = ""
+                    inline.append((name, record))
+                    continue
+                sha = SnapshotBlob.digest_of(record)
+                by_sha[sha] = record
+                index[name] = sha
+            plans.append((index, inline))
+        ids = _blobs_store(by_sha, dictionary_id, dictionary) if by_sha else {}
+    return [
+        StoredRaw(
+            index={name: ids[sha] if sha else 0 for name, sha in index.items()},
+            packed=packing.pack_sections(inline, dictionary) if inline else None,
+            dictionary_id=dictionary_id if inline else None,
+        )
+        for index, inline in plans
+    ]
+
+
+def _dictionary_in_use() -> int | None:
+    """The newest dictionary's id, locked FOR KEY SHARE until commit (None: none trained)."""
+    if connection.vendor != "postgresql":
+        return SectionDictionary.objects.order_by("-id").values_list("id", flat=True).first()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM hosts_sectiondictionary ORDER BY id DESC LIMIT 1 FOR KEY SHARE"
+        )
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def _blobs_store(
+    by_sha: dict[str, dict[str, Any]], dictionary_id: int | None, dictionary: packing.Dictionary
+) -> dict[str, int]:
     ids: dict[str, int] = {}
     wanted = sorted(by_sha)
-    with transaction.atomic():
-        # Most sections exist already (unchanged since the last round): find those first, so
-        # only new content travels to the database.
-        ids.update(_lock_blobs(wanted))
-        for _attempt in range(5):
-            missing = [sha for sha in wanted if sha not in ids]
-            if not missing:
-                break
-            SnapshotBlob.objects.bulk_create(
-                [SnapshotBlob(sha256=sha, **by_sha[sha]) for sha in missing],
-                ignore_conflicts=True,
-                batch_size=BLOB_SQL_BATCH,
-            )
-            ids.update(_lock_blobs(missing))
-        else:  # pragma: no cover - retention removed the same blobs five times in a row
-            raise RuntimeError("could not store the probe's raw output blobs")
-    return [{name: ids[sha] for name, sha in index.items()} for index in names]
+    # Most sections exist already (unchanged since the last round): find those first, so
+    # only new content is compressed and travels to the database.
+    ids.update(_lock_blobs(wanted))
+    for _attempt in range(5):
+        missing = [sha for sha in wanted if sha not in ids]
+        if not missing:
+            break
+        SnapshotBlob.objects.bulk_create(
+            [
+                SnapshotBlob(
+                    sha256=sha,
+                    packed=packing.compress(packing.record_of("", by_sha[sha]), dictionary),
+                    dictionary_id=dictionary_id,
+                )
+                for sha in missing
+            ],
+            ignore_conflicts=True,
+            batch_size=BLOB_SQL_BATCH,
+        )
+        ids.update(_lock_blobs(missing))
+    else:  # pragma: no cover - retention removed the same blobs five times in a row
+        raise RuntimeError("could not store the probe's raw output blobs")
+    return ids
 
 
 def _lock_blobs(shas: list[str]) -> dict[str, int]:
@@ -91,7 +162,8 @@ def _lock_blobs(shas: list[str]) -> dict[str, int]:
 
 
 def blob_ids(index: dict[str, Any]) -> set[int]:
-    return {int(pk) for pk in index.values()}
+    """The blobs a raw_index names (0 names a section in the snapshot's raw_packed)."""
+    return {int(pk) for pk in index.values() if pk}
 
 
 def blobs_collect(candidates: Iterable[int]) -> int:
@@ -139,3 +211,31 @@ def _named_blobs_scanning(among: set[int]) -> set[int]:
         if named == among:
             break
     return named
+
+
+def dictionaries_collect() -> int:
+    """Remove the dictionaries no blob or snapshot needs any more, the newest always kept; how
+    many went. Each is locked FOR UPDATE SKIP LOCKED first (PostgreSQL): a round that holds
+    its dictionary (FOR KEY SHARE) is about to name it, so it is left for a later run."""
+    newest = SectionDictionary.objects.order_by("-id").values_list("id", flat=True).first()
+    if newest is None:
+        return 0
+    removed = 0
+    for pk in SectionDictionary.objects.filter(id__lt=newest).values_list("id", flat=True):
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT id FROM hosts_sectiondictionary WHERE id = %s "
+                        "FOR UPDATE SKIP LOCKED",
+                        [pk],
+                    )
+                    if cursor.fetchone() is None:
+                        continue
+            if (
+                SnapshotBlob.objects.filter(dictionary_id=pk).exists()
+                or StateSnapshot.objects.filter(dictionary_id=pk).exists()
+            ):
+                continue
+            removed += SectionDictionary.objects.filter(pk=pk).delete()[0]
+    return removed

@@ -79,7 +79,7 @@ def _record_batch(
 ) -> list[StateSnapshot]:
     now = timezone.now()
     correlation_id = audit_context.current().correlation_id
-    raw_indexes = raw_store([outcome.raw for _, outcome, _ in items])
+    stored_raws = raw_store([outcome.raw for _, outcome, _ in items])
     snapshots = [
         StateSnapshot(
             host=host,
@@ -87,14 +87,16 @@ def _record_batch(
             status=outcome.status,
             trigger=trigger,
             duration_ms=outcome.duration_ms,
-            raw_index=raw_index,
+            raw_index=stored.index,
+            raw_packed=stored.packed,
+            dictionary_id=stored.dictionary_id,
             parsed=outcome.parsed,
             digest=outcome.digest,
             error=outcome.error[:4000],
             includes_integrity=integrity and outcome.status in READ_STATUSES,
             correlation_id=correlation_id,
         )
-        for (host, outcome, integrity), raw_index in zip(items, raw_indexes, strict=True)
+        for (host, outcome, integrity), stored in zip(items, stored_raws, strict=True)
     ]
     StateSnapshot.objects.bulk_create(snapshots)
     # the charts' rows commit with their snapshots, so a chart never disagrees with history

@@ -8,8 +8,9 @@ nothing. Kept whatever their age: every snapshot that a row of another table nam
 requests, approvals, a host's health, whatever a later app adds: found through the model's
 relations, not by name) and every snapshot an audit event names, which includes each
 scheduled probe whose status, material state or verdict changed
-(hosts.services.probe_recording). A snapshot's GPU samples go with it; the raw output blobs it
-alone named go after it.
+(hosts.services.probe_recording). A snapshot's GPU samples and its packed sections go with it;
+the raw output blobs it alone named go after it, and then the compression dictionaries nothing
+needs any more (never the newest).
 
 Progress is kept per tier in SnapshotRetention, so each run reads only the windows that aged
 into a tier since the last one. `snapshots_thin` is what beat runs (SNAPSHOT_RETENTION_SWEEP_
@@ -31,7 +32,7 @@ from django.utils import timezone
 from controlplane.audit.models import AuditEvent
 
 from ..models import GpuSample, SnapshotRetention, StateSnapshot
-from .blobs import blob_ids, blobs_collect
+from .blobs import blob_ids, blobs_collect, dictionaries_collect
 
 SQL_BATCH = 1000  # ids per statement
 
@@ -42,6 +43,7 @@ class RetentionResult:
     removed: int = 0
     kept_referenced: int = 0
     blobs_removed: int = 0
+    dictionaries_removed: int = 0
     windows: int = 0
     finished: bool = True
     tiers: dict[str, str] = field(default_factory=dict)
@@ -51,6 +53,11 @@ class RetentionResult:
             f"examined {self.examined} snapshots in {self.windows} windows, removed "
             f"{self.removed}, kept {self.kept_referenced} more that are referenced, removed "
             f"{self.blobs_removed} raw output blobs no snapshot names"
+            + (
+                f", and {self.dictionaries_removed} compression dictionaries nothing needs"
+                if self.dictionaries_removed
+                else ""
+            )
             + ("" if self.finished else " (time budget reached: the next run goes on)")
         )
 
@@ -205,6 +212,8 @@ def snapshots_thin(
     if reached is not None:
         marks.dense_until = reached
     marks.save()
+    # after the blobs: a dictionary goes only once nothing compressed with it is left
+    result.dictionaries_removed = dictionaries_collect()
     return result
 
 

@@ -27,6 +27,8 @@ def probe_at(host: Host, minute: float, *, trigger: str = "schedule", pid: int =
     sections = {
         "gpus": {"output": f"0, {97000 + int(minute * 10)} MiB\n", "exit_status": 0,
                  "truncated": False},
+        "compute_apps": {"output": f"41003, {int(minute * 10)} MiB\n", "exit_status": 0,
+                         "truncated": False},
         "version": {"output": "580.82\n", "exit_status": 0, "truncated": False},
     }  # fmt: skip
     outcome = ProbeOutcome(
@@ -111,16 +113,20 @@ def test_a_snapshot_a_change_request_names_is_kept(hour_of_probes) -> None:
 
 def test_blobs_go_with_the_last_snapshot_that_named_them(hour_of_probes) -> None:
     readings_before = SnapshotBlob.objects.count()
-    assert readings_before == 61 + 1  # a GPU reading per probe, one driver version
+    # a process list per probe, one driver version; GPU readings are packed in each snapshot
+    assert readings_before == 61 + 1
 
     result = snapshots_thin(now=T0 + dt.timedelta(days=40))
 
     kept = StateSnapshot.objects.all()
-    named = {pk for s in kept for pk in s.raw_index.values()}
+    named = {pk for s in kept for pk in s.raw_index.values() if pk}  # 0: packed, no blob
     assert set(SnapshotBlob.objects.values_list("pk", flat=True)) == named
     assert result.blobs_removed == readings_before - len(named)
     for snapshot in kept:  # what is kept still reads back whole
+        minute = (snapshot.taken_at - T0).total_seconds() / 60
         assert snapshot.raw["version"]["output"] == "580.82\n"
+        assert snapshot.raw["gpus"]["output"] == f"0, {97000 + int(minute * 10)} MiB\n"
+        assert snapshot.raw["compute_apps"]["output"] == f"41003, {int(minute * 10)} MiB\n"
 
 
 def test_the_command_thins_to_the_end_and_says_what_it_did(hour_of_probes, capsys) -> None:

@@ -36,16 +36,20 @@ def record(host: Host, sections: dict[str, Any], trigger: str = "schedule") -> S
 
 def test_an_unchanged_section_is_stored_once_and_reads_back_whole() -> None:
     one, two = f.make_host("gpu-01"), f.make_host("gpu-02", port=2202)
-    first = record(one, raw(gpus="0, 97199 MiB\n", version="580.82\n"))
-    second = record(one, raw(gpus="0, 97311 MiB\n", version="580.82\n"))
-    third = record(two, raw(gpus="0, 97199 MiB\n", version="580.82\n", empty=""))
+    first = record(one, raw(compute_apps="0, 97199 MiB\n", version="580.82\n"))
+    second = record(one, raw(compute_apps="0, 97311 MiB\n", version="580.82\n"))
+    third = record(two, raw(compute_apps="0, 97199 MiB\n", version="580.82\n", empty=""))
 
     # two GPU readings (the other host's equals the first), one version, one empty output
     assert SnapshotBlob.objects.count() == 4
     assert first.raw_index["version"] == second.raw_index["version"] == third.raw_index["version"]
-    assert first.raw_index["gpus"] == third.raw_index["gpus"] != second.raw_index["gpus"]
+    assert (
+        first.raw_index["compute_apps"]
+        == third.raw_index["compute_apps"]
+        != second.raw_index["compute_apps"]
+    )
     stored = StateSnapshot.objects.get(pk=second.pk)
-    assert stored.raw == raw(gpus="0, 97311 MiB\n", version="580.82\n")
+    assert stored.raw == raw(compute_apps="0, 97311 MiB\n", version="580.82\n")
     assert StateSnapshot.objects.get(pk=third.pk).raw["empty"] == {
         "output": "",
         "exit_status": 0,
@@ -65,8 +69,14 @@ def test_exit_status_and_truncation_are_part_of_the_content() -> None:
 
 def test_a_changed_blob_is_refused_when_read() -> None:
     host = f.make_host("gpu-01")
-    snapshot = record(host, raw(gpus="0, 97199 MiB\n"))
-    SnapshotBlob.objects.filter(pk=snapshot.raw_index["gpus"]).update(output="0, 1 MiB\n")
+    old_layout = SnapshotBlob.objects.create(
+        sha256=SnapshotBlob.digest_of({"output": "0, 97199 MiB\n", "exit_status": 0}),
+        output="0, 97199 MiB\n",
+        exit_status=0,
+    )
+    snapshot = record(host, raw(compute_apps="0, 97199 MiB\n"))
+    assert snapshot.raw_index["compute_apps"] == old_layout.pk  # found, not stored again
+    SnapshotBlob.objects.filter(pk=old_layout.pk).update(output="0, 1 MiB\n")
     with pytest.raises(SnapshotBlobCorrupt):
         StateSnapshot.objects.get(pk=snapshot.pk).raw
 

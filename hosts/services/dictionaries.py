@@ -1,0 +1,65 @@
+"""Training the zstd dictionary that probe sections are compressed with (hosts.packing), on the
+fleet's own sections: those of the newest snapshots, as section records."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+from django.db.models import Q
+
+from .. import packing
+from ..models import SectionDictionary, StateSnapshot
+
+DICTIONARY_BYTES = 64 * 1024  # zstd's own default is 110 KB; these sections are small
+SAMPLE_SNAPSHOTS = 2000  # the newest snapshots with raw output, across the fleet
+MIN_SAMPLES = 100  # fewer and zstd's trainer cannot build a useful dictionary
+
+
+class DictionaryNotTrained(Exception):
+    """Too little raw output to train on, or zstd could not train on it."""
+
+
+def section_samples(*, snapshots: int = SAMPLE_SNAPSHOTS) -> list[bytes]:
+    """Section records (with their names, as `raw_packed` holds them) of the newest snapshots."""
+    rows = (
+        StateSnapshot.objects.filter(~Q(raw_index={}))
+        .order_by("-id")
+        .only("id", "raw_index", "raw_packed", "dictionary")[:snapshots]
+    )
+    samples = []
+    for snapshot in rows.iterator(chunk_size=200):
+        for name, section in snapshot.raw.items():
+            samples.append(packing.record_of(name, section))
+    return samples
+
+
+def section_dictionary_train(
+    *, size: int = DICTIONARY_BYTES, snapshots: int = SAMPLE_SNAPSHOTS, seed: int = 0
+) -> SectionDictionary:
+    """Train a dictionary on the newest snapshots' sections and make it the one in use.
+
+    Sections that every probe prints alike would fill the dictionary with copies of themselves,
+    so each distinct record is a sample once.
+    """
+    samples = sorted(set(section_samples(snapshots=snapshots)))
+    if len(samples) < MIN_SAMPLES:
+        raise DictionaryNotTrained(
+            f"only {len(samples)} distinct sections stored; probe the fleet for longer first "
+            f"(at least {MIN_SAMPLES})"
+        )
+    random.Random(seed).shuffle(samples)
+    try:
+        content = packing.train(samples, size)
+    except packing.PackingError as exc:
+        raise DictionaryNotTrained(str(exc)) from exc
+    sha = hashlib.sha256(content).hexdigest()
+    found = SectionDictionary.objects.filter(sha256=sha).first()
+    if found is not None:  # the same sections again: the same dictionary, already stored
+        return found
+    return SectionDictionary.objects.create(
+        content=content,
+        sha256=sha,
+        samples=len(samples),
+        sample_bytes=sum(len(s) for s in samples),
+    )
