@@ -309,9 +309,7 @@ class SnapshotBlob(models.Model):
             }
         else:
             try:
-                plain = packing.decompress(
-                    self.packed, section_dictionary(self.dictionary_id)
-                )
+                plain = packing.decompress(self.packed, section_dictionary(self.dictionary_id))
                 records = packing.records_read(plain)
             except packing.PackingError as exc:
                 raise SnapshotBlobCorrupt(f"section blob {self.pk}: {exc}") from exc
@@ -433,7 +431,7 @@ class StateSnapshot(models.Model):
 
 def raw_sections(
     index: dict[str, Any],
-    packed: bytes | None = None,
+    packed: bytes | memoryview | None = None,
     dictionary_id: int | None = None,
     *,
     snapshot_id: int | None = None,
@@ -455,9 +453,7 @@ def raw_sections(
     }
     if missing:
         raise SnapshotBlobCorrupt(f"section blobs missing for {sorted(missing)}")
-    return {
-        name: blobs[pk].as_section() if pk else inline[name] for name, pk in index.items()
-    }
+    return {name: blobs[pk].as_section() if pk else inline[name] for name, pk in index.items()}
 
 
 class SnapshotRetention(models.Model):

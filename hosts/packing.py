@@ -55,7 +55,9 @@ def records_read(data: bytes) -> list[tuple[str, dict[str, Any]]]:
         if len(body) != size or truncated not in ("0", "1"):
             raise PackingError("a section record is cut")
         output = body.decode("utf-8", "surrogatepass")
-        out.append((name, {"output": output, "exit_status": exit_status, "truncated": truncated == "1"}))
+        out.append(
+            (name, {"output": output, "exit_status": exit_status, "truncated": truncated == "1"})
+        )
         position = end + 1 + size
     return out
 
@@ -81,7 +83,7 @@ def compress(data: bytes, dictionary: Dictionary) -> bytes:
     return compressor.compress(data)
 
 
-def decompress(data: bytes, dictionary: Dictionary) -> bytes:
+def decompress(data: bytes | memoryview, dictionary: Dictionary) -> bytes:
     decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
     try:
         return decompressor.decompress(bytes(data))
@@ -95,7 +97,9 @@ def pack_sections(sections: list[tuple[str, dict[str, Any]]], dictionary: Dictio
     return hashlib.sha256(plain).digest() + compress(plain, dictionary)
 
 
-def unpack_sections(packed: bytes, dictionary: Dictionary) -> list[tuple[str, dict[str, Any]]]:
+def unpack_sections(
+    packed: bytes | memoryview, dictionary: Dictionary
+) -> list[tuple[str, dict[str, Any]]]:
     """What `pack_sections` packed, checked against its SHA-256."""
     packed = bytes(packed)
     if len(packed) <= SHA_BYTES:
@@ -109,6 +113,9 @@ def unpack_sections(packed: bytes, dictionary: Dictionary) -> list[tuple[str, di
 def train(samples: list[bytes], size: int) -> bytes:
     """A dictionary of at most `size` bytes trained on `samples` (section records)."""
     try:
-        return zstandard.train_dictionary(size, samples, level=LEVEL).as_bytes()
+        inputs: list[bytes | bytearray | memoryview] = list(samples)
+        return zstandard.train_dictionary(size, inputs, level=LEVEL).as_bytes()
     except zstandard.ZstdError as exc:
-        raise PackingError(f"could not train a dictionary on {len(samples)} sections: {exc}") from exc
+        raise PackingError(
+            f"could not train a dictionary on {len(samples)} sections: {exc}"
+        ) from exc

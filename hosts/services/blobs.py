@@ -41,9 +41,7 @@ PACKED_SECTIONS = ("gpus", "processes", "models:", "unit:")
 
 
 def packed_section(name: str) -> bool:
-    return any(
-        name.startswith(p) if p.endswith(":") else name == p for p in PACKED_SECTIONS
-    )
+    return any(name.startswith(p) if p.endswith(":") else name == p for p in PACKED_SECTIONS)
 
 
 @dataclass(frozen=True)
