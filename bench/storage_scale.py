@@ -39,7 +39,7 @@ import scaffold
 # probe_scale's folder: the same simulated fleet's keys and state
 STATE = scaffold.ROOT / ".run" / "bench-scale"
 CHECKPOINTS = STATE / "storage-checkpoints"
-DB_NAME = "controlplane_storage_bench"
+DB_NAME = "storage_bench"
 TABLES = [
     "hosts_statesnapshot", "hosts_gpusample", "hosts_snapshotblob", "hosts_host",
     "hosts_hosthealth", "audit_auditevent",
@@ -96,6 +96,7 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
     from controlplane.audit.context import acting
     from hosts import services
     from hosts.models import Host, StateSnapshot
+    from hosts.services.dictionaries import section_dictionary_train
     from hosts.services.retention import snapshots_thin
 
     scaffold.register_sim_slices(procs, STATE)
@@ -110,6 +111,11 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
 
     first = round_at(0)
     first_ids = [s.pk for s in first]
+    # the dictionary, trained on the fleet's own sections (the first round's), as an operator
+    # would with `manage.py train_section_dictionary` once the fleet has been probed
+    t = time.perf_counter()
+    trained = section_dictionary_train()
+    train_wall = time.perf_counter() - t
     base = sizes(cursor)
     walls = []
     for minute in range(1, args.rounds):
@@ -129,19 +135,23 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
         "AND snapshot_id > %s", [max(first_ids)])  # fmt: skip
     later_events = cursor.fetchone()[0]
 
-    # Before: the same snapshots with raw inline, and an audit event for every probe.
+    # Before, as e15f78b stored the same rounds: every section a blob of its own, uncompressed.
+    e15 = e15f78b_layout(cursor, max(first_ids), later_snapshots)
+    codec = section_codec(max(first_ids), trained.pk)
+
+    # Before blobs: the same snapshots with raw inline, and an audit event for every probe.
     cursor.execute("DROP TABLE IF EXISTS bench_old_snapshot")
     cursor.execute("CREATE TABLE bench_old_snapshot (LIKE hosts_statesnapshot INCLUDING ALL)")
-    cursor.execute("ALTER TABLE bench_old_snapshot DROP COLUMN raw_index, ADD COLUMN raw jsonb")
+    cursor.execute("ALTER TABLE bench_old_snapshot DROP COLUMN raw_index, DROP COLUMN raw_packed, "
+                   "DROP COLUMN dictionary_id, ADD COLUMN raw jsonb")  # fmt: skip
     cursor.execute("DROP INDEX IF EXISTS bench_old_snapshot_expr_idx")
     columns = ("id, host_id, taken_at, status, trigger, duration_ms, parsed, digest, error, "
                "includes_integrity, correlation_id")  # fmt: skip
     cursor.execute(
-        f"INSERT INTO bench_old_snapshot ({columns}, raw) SELECT {columns}, ("
-        "SELECT jsonb_object_agg(k.key, jsonb_build_object('output', b.output, 'exit_status', "
-        "b.exit_status, 'truncated', b.truncated)) FROM jsonb_each(s.raw_index) k "
-        "JOIN hosts_snapshotblob b ON b.id = (k.value)::bigint) "
-        "FROM hosts_statesnapshot s WHERE s.id > %s", [max(first_ids)])  # fmt: skip
+        f"INSERT INTO bench_old_snapshot ({columns}, raw) SELECT "
+        f"{', '.join('s.' + c.strip() for c in columns.split(','))}, i.raw "
+        "FROM hosts_statesnapshot s JOIN bench_e15_index i ON i.id = s.id")  # fmt: skip
+    cursor.execute("DROP TABLE bench_e15_index")
     cursor.execute("VACUUM bench_old_snapshot")
     cursor.execute("SELECT pg_total_relation_size('bench_old_snapshot')")
     old_snapshot = cursor.fetchone()[0] / later_snapshots
@@ -154,7 +164,8 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
     # every probe gets a new blob every time, however it is addressed.
     cursor.execute(
         "SELECT k.key, count(DISTINCT k.value)::float / count(*), "
-        "avg(pg_column_size(b.output))::float FROM hosts_statesnapshot s "
+        "avg(coalesce(pg_column_size(b.packed), pg_column_size(b.output)))::float "
+        "FROM hosts_statesnapshot s "
         "CROSS JOIN LATERAL jsonb_each(s.raw_index) k "
         "JOIN hosts_snapshotblob b ON b.id = (k.value)::bigint WHERE s.id > %s "
         "GROUP BY 1 ORDER BY 1", [max(first_ids)])  # fmt: skip
@@ -239,7 +250,122 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
         "year_events_before": year_before, "year_events_after": year_after,
         "year_verify_before_s": fixed + year_before / rate,
         "year_verify_after_s": fixed + year_after / rate, "sections": sections,
+        "e15f78b": e15, "codec": codec, "dictionary_bytes": len(trained.content),
+        "dictionary_samples": trained.samples, "train_wall_s": train_wall,
+        "e15f78b_probe_bytes": e15["snapshot"] + e15["blob"] + sum(
+            per_probe[t] for t in TABLES if t not in ("hosts_statesnapshot", "hosts_snapshotblob")),
     }  # fmt: skip
+
+
+def e15f78b_layout(cursor, first_max: int, counted: int) -> dict:
+    """Bytes per probe of the counted rounds in e15f78b's layout: each section a blob (output
+    uncompressed, SHA-256 key), found again when the same content was stored before (in round
+    one or an earlier counted round), and the snapshot naming every section by blob id."""
+    from hosts.models import SnapshotBlob, StateSnapshot
+
+    sha_ids: dict[str, int] = {}
+    new_blobs: list[tuple[int, str, dict]] = []
+    indexes: list[tuple[int, str, str]] = []
+    rows = StateSnapshot.objects.order_by("id").only("id", "raw_index", "raw_packed", "dictionary")
+    for snapshot in rows.iterator(chunk_size=500):
+        index = {}
+        for name, section in snapshot.raw.items():
+            sha = SnapshotBlob.digest_of(section)
+            if sha not in sha_ids:
+                sha_ids[sha] = len(sha_ids) + 1
+                if snapshot.pk > first_max:
+                    new_blobs.append((sha_ids[sha], sha, section))
+            index[name] = sha_ids[sha]
+        if snapshot.pk > first_max:
+            indexes.append((snapshot.pk, json.dumps(index), json.dumps(snapshot.raw)))
+    cursor.execute("DROP TABLE IF EXISTS bench_e15_blob")
+    cursor.execute("CREATE TABLE bench_e15_blob (id bigint PRIMARY KEY, sha256 varchar(64) "
+                   "UNIQUE NOT NULL, output text NOT NULL, exit_status integer, "
+                   "truncated boolean NOT NULL)")  # fmt: skip
+    cursor.executemany(
+        "INSERT INTO bench_e15_blob VALUES (%s, %s, %s, %s, %s)",
+        [(pk, sha, sec["output"], sec["exit_status"], sec["truncated"])
+         for pk, sha, sec in new_blobs])  # fmt: skip
+    cursor.execute("DROP TABLE IF EXISTS bench_e15_snapshot")
+    cursor.execute("CREATE TABLE bench_e15_snapshot (LIKE hosts_statesnapshot INCLUDING ALL)")
+    cursor.execute("ALTER TABLE bench_e15_snapshot DROP COLUMN raw_packed, "
+                   "DROP COLUMN dictionary_id")  # fmt: skip
+    # (the raw output as JSON stays for the older layout's measure, which drops it)
+    cursor.execute("CREATE TABLE bench_e15_index (id bigint, raw_index jsonb, raw jsonb)")
+    cursor.executemany("INSERT INTO bench_e15_index VALUES (%s, %s, %s)", indexes)
+    columns = ("id, host_id, taken_at, status, trigger, duration_ms, parsed, digest, error, "
+               "includes_integrity, correlation_id")  # fmt: skip
+    cursor.execute(
+        f"INSERT INTO bench_e15_snapshot ({columns}, raw_index) SELECT "
+        f"{', '.join('s.' + c.strip() for c in columns.split(','))}, i.raw_index "
+        "FROM hosts_statesnapshot s JOIN bench_e15_index i ON i.id = s.id")  # fmt: skip
+    out = {}
+    for key, table in (("snapshot", "bench_e15_snapshot"), ("blob", "bench_e15_blob")):
+        cursor.execute(f"VACUUM FULL {table}")
+        cursor.execute("SELECT pg_total_relation_size(%s)", [table])
+        out[key] = cursor.fetchone()[0] / counted
+    cursor.execute("DROP TABLE bench_e15_snapshot, bench_e15_blob")
+    out["new_blobs_per_probe"] = len(new_blobs) / counted
+    return out
+
+
+def section_codec(first_max: int, dictionary_id: int, sample: int = 1000) -> dict:
+    """Per section (unit sections by their prefix): mean bytes as a record, with zstd alone and
+    with the trained dictionary; and the CPU per probe of what the probe path does with them,
+    measured on `sample` snapshots of the counted rounds."""
+    from controlplane.canonical import canonical_digest
+    from hosts import packing
+    from hosts.models import SnapshotBlob, StateSnapshot, section_dictionary
+    from hosts.services.blobs import packed_section
+
+    dictionary = section_dictionary(dictionary_id)
+    raws = [s.raw for s in StateSnapshot.objects.filter(id__gt=first_max).order_by("?")[:sample]]
+    table: dict[str, list[int]] = {}
+    for raw in raws:
+        for name, section in raw.items():
+            record = packing.record_of(name, section)
+            row = table.setdefault(name.split(":")[0], [0, 0, 0])
+            row[0] += len(record)
+            row[1] += len(packing.compress(record, None))
+            row[2] += len(packing.compress(record, dictionary))
+    n = len(raws)
+
+    def cpu(work) -> float:
+        t = time.process_time()
+        for raw in raws:
+            work(raw)
+        return (time.process_time() - t) / n * 1000
+
+    def before(raw) -> None:  # e15f78b: a digest per section
+        for section in raw.values():
+            canonical_digest(section)
+
+    def after(raw) -> None:  # a digest per blob section, the packed ones compressed together
+        packed = [(k, v) for k, v in raw.items() if packed_section(k)]
+        for k, v in raw.items():
+            if not packed_section(k):
+                SnapshotBlob.digest_of(v)
+        packing.pack_sections(packed, dictionary)
+
+    def blobs_all_new(raw) -> None:  # compressing every blob section, as if all were new
+        for k, v in raw.items():
+            if not packed_section(k):
+                packing.compress(packing.record_of("", v), dictionary)
+
+    packs = [packing.pack_sections([(k, v) for k, v in raw.items() if packed_section(k)],
+                                   dictionary) for raw in raws]  # fmt: skip
+    t = time.process_time()
+    for packed in packs:
+        packing.unpack_sections(packed, dictionary)
+    read_ms = (time.process_time() - t) / n * 1000
+    return {
+        "sections": {k: [v / n for v in row] for k, row in sorted(table.items())},
+        "cpu_before_ms": cpu(before),
+        "cpu_after_ms": cpu(after),
+        "cpu_blobs_all_new_ms": cpu(blobs_all_new),
+        "cpu_read_packed_ms": read_ms,
+        "packed_bytes": sum(len(p) for p in packs) / n,
+    }
 
 
 def report(r: dict) -> None:
@@ -250,7 +376,8 @@ def report(r: dict) -> None:
     for table, b in r["per_probe_after"].items():
         print(f"  {table:<22} {b:>9.0f}")
     print(f"  {'total':<22} {r['after_probe_bytes']:>9.0f}")
-    print(f"before: snapshot row with raw inline {r['old_snapshot_row_bytes']:.0f} B (raw "
+    print(f"before blobs (2026-12-01): snapshot row with raw inline "
+          f"{r['old_snapshot_row_bytes']:.0f} B (raw "
           f"column {r['raw_column_bytes']:.0f} B, parsed {r['parsed_column_bytes']:.0f} B "
           f"as stored), an audit event {r['audit_event_bytes']:.0f} B, total "
           f"{r['before_probe_bytes']:.0f} B per probe")  # fmt: skip
@@ -259,8 +386,29 @@ def report(r: dict) -> None:
           f"then {r['after_steady_host_day'] / kb:.0f} KB a day for ever (24 kept snapshots "
           f"and {r['changes_per_host_day']:.2f} audit events); bounded window per host (24 h "
           f"+ 30 days at 10 min) {r['window_per_host_bytes'] / kb / kb:.1f} MB")  # fmt: skip
+    e15 = r["e15f78b"]
+    print(f"before, as e15f78b stored the same rounds (each section a blob, uncompressed): "
+          f"snapshot {e15['snapshot']:.0f} B, blobs {e15['blob']:.0f} B "
+          f"({e15['new_blobs_per_probe']:.2f} new per probe), total "
+          f"{r['e15f78b_probe_bytes']:.0f} B per probe")  # fmt: skip
+    for label, probe in (("e15f78b", r["e15f78b_probe_bytes"]), ("now", r["after_probe_bytes"])):
+        print(f"  {label:<8} per host: first 24 h {probe * DAY / kb / kb:5.2f} MB a day; "
+              f"standing (24 h whole + 30 days at 10 min) "
+              f"{probe * (DAY + 30 * 144) / kb / kb:5.1f} MB")  # fmt: skip
+    c = r["codec"]
+    print(f"dictionary: {r['dictionary_bytes']} B trained on {r['dictionary_samples']} distinct "
+          f"sections of the first round in {r['train_wall_s']:.1f} s; mean bytes per section "
+          f"(record / zstd / zstd + dictionary, ratio to the record):")  # fmt: skip
+    for name, (plain, zstd, dictd) in c["sections"].items():
+        print(f"  {name:<20} {plain:7.0f} {zstd:6.0f} {dictd:6.0f}   "
+              f"x{plain / max(zstd, 1):4.1f} x{plain / max(dictd, 1):5.1f}")  # fmt: skip
+    print(f"packed sections per snapshot {c['packed_bytes']:.0f} B with their SHA-256; CPU per "
+          f"probe: e15f78b's digests {c['cpu_before_ms']:.3f} ms, now (digests of blob "
+          f"sections + packing the four) {c['cpu_after_ms']:.3f} ms, compressing every blob "
+          f"section as if all were new {c['cpu_blobs_all_new_ms']:.3f} ms, reading the packed "
+          f"ones back {c['cpu_read_packed_ms']:.3f} ms")  # fmt: skip
     print(f"audit events written by the counted rounds: {r['audit_events_later_rounds']}")
-    print("raw sections in the counted rounds: new blobs per probe, mean output bytes as stored")
+    print("blob sections in the counted rounds: new blobs per probe, mean bytes as stored")
     for key, new, size in r["sections"]:
         print(f"  {key:<32} {new:>5.2f} {size:>7.0f}")
     print(f"retention at +40 days: examined {r['thin_examined']}, removed {r['thin_removed']} "

@@ -201,6 +201,56 @@ class ProbeJSONField(models.JSONField):
     def get_placeholder(self, value: Any, compiler: Any, connection: Any) -> str:
         return "%s"
 
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        value = super().from_db_value(value, expression, connection)
+        if isinstance(value, dict) and PARSED_PACKED_MARK in value:
+            return parsed_unpacked(value, jsonb_order=connection.vendor == "postgresql")
+        return value
+
+
+# The parts of a snapshot's `parsed` stored compressed (hosts.packing, with the snapshot's
+# dictionary) under PARSED_PACKED_MARK, instead of as JSON: the large ones that change rarely.
+# Every read of the column (the model, values(), values_list()) gives them back in place, so
+# `parsed` reads as it always did. Never a key that something reads with a JSON key path in
+# SQL (hosts.selectors.ROW_STATE_KEYS, `parsed__deployments`, verdicts' integrity): such a
+# query would find nothing there (tests/hosts/test_storage_parsed.py holds them apart).
+PARSED_PACKED_KEYS = ("gpu_details", "gpu_errors", "topology", "compute_apps")
+PARSED_PACKED_MARK = "~packed"
+
+
+def parsed_for_storage(parsed: dict[str, Any], dictionary_id: int | None) -> dict[str, Any]:
+    """`parsed` as stored: PARSED_PACKED_KEYS packed under PARSED_PACKED_MARK as
+    [dictionary id, base64 of the compressed JSON]; unchanged when it has none of them."""
+    parts = {k: parsed[k] for k in PARSED_PACKED_KEYS if k in parsed}
+    if not parts:
+        return parsed
+    stored = {k: v for k, v in parsed.items() if k not in parts}
+    # with the keys' order, which SQLite's JSON keeps (jsonb orders keys its own way)
+    packed = packing.pack_json([list(parsed), parts], section_dictionary(dictionary_id))
+    stored[PARSED_PACKED_MARK] = [dictionary_id, packed]
+    return stored
+
+
+def parsed_unpacked(stored: dict[str, Any], *, jsonb_order: bool) -> dict[str, Any]:
+    """`parsed` whole again from what `parsed_for_storage` stored."""
+    mark = stored[PARSED_PACKED_MARK]
+    try:
+        dictionary_id, packed = mark
+        if dictionary_id is not None and not isinstance(dictionary_id, int):
+            raise packing.PackingError("the packed parts name no dictionary")
+        order, parts = packing.unpack_json(packed, section_dictionary(dictionary_id))
+        if not isinstance(parts, dict) or not isinstance(order, list):
+            raise packing.PackingError("the packed parts are not [keys, object]")
+    except (packing.PackingError, TypeError, ValueError) as exc:
+        raise SnapshotBlobCorrupt(str(exc), what="parsed state") from exc
+    whole = {k: v for k, v in stored.items() if k != PARSED_PACKED_MARK}
+    if not jsonb_order:
+        merged = {**whole, **parts}
+        return {k: merged[k] for k in [*order, *merged] if k in merged}
+    # the rest came from jsonb in its order already; the parts and the top level need it
+    whole.update((k, packing.jsonb_ordered(v)) for k, v in parts.items())
+    return {k: whole[k] for k in sorted(whole, key=lambda k: (len(k.encode()), k.encode()))}
+
 
 class SnapshotImmutable(Exception):
     """Raised on any attempt to change a stored snapshot."""
@@ -211,9 +261,9 @@ class SnapshotBlobCorrupt(Refused):
     decompresses. A refusal, so a page or the API that reads it says so in words (409), not 500.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, what: str = "raw output") -> None:
         super().__init__(
-            f"The raw output stored with this snapshot cannot be read back: {message}.",
+            f"The {what} stored with this snapshot cannot be read back: {message}.",
             code="conflict",
         )
 

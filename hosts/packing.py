@@ -14,7 +14,9 @@ Anything that does not decode (truncated, altered, the wrong dictionary) raises 
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from typing import Any
 
 import zstandard
@@ -108,6 +110,38 @@ def unpack_sections(
     if hashlib.sha256(plain).digest() != packed[:SHA_BYTES]:
         raise PackingError("packed section output does not match its SHA-256")
     return records_read(plain)
+
+
+def pack_json(value: Any, dictionary: Dictionary) -> str:
+    """`value` as compact JSON, compressed behind its SHA-256, as base64 text (to sit in JSON)."""
+    plain = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    packed = hashlib.sha256(plain).digest() + compress(plain, dictionary)
+    return base64.b64encode(packed).decode("ascii")
+
+
+def unpack_json(text: Any, dictionary: Dictionary) -> Any:
+    """What `pack_json` packed, checked against its SHA-256."""
+    try:
+        packed = base64.b64decode(str(text), validate=True)
+    except ValueError as exc:
+        raise PackingError("packed JSON is not base64") from exc
+    if len(packed) <= SHA_BYTES:
+        raise PackingError("packed JSON is cut")
+    plain = decompress(packed[SHA_BYTES:], dictionary)
+    if hashlib.sha256(plain).digest() != packed[:SHA_BYTES]:
+        raise PackingError("packed JSON does not match its SHA-256")
+    return json.loads(plain)
+
+
+def jsonb_ordered(value: Any) -> Any:
+    """`value` with every object's keys in PostgreSQL jsonb's order (shorter first, then by
+    bytes): what a jsonb column gives back, so JSON assembled in Python reads the same."""
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (len(k.encode()), k.encode()))
+        return {k: jsonb_ordered(value[k]) for k in keys}
+    if isinstance(value, list):
+        return [jsonb_ordered(item) for item in value]
+    return value
 
 
 def train(samples: list[bytes], size: int) -> bytes:

@@ -46,7 +46,8 @@ def packed_section(name: str) -> bool:
 
 @dataclass(frozen=True)
 class StoredRaw:
-    """Where one probe's raw output went: the snapshot's raw_index, raw_packed, dictionary."""
+    """Where one probe's raw output went: the snapshot's raw_index and raw_packed, and the
+    dictionary of the round (locked until commit), with which its parsed parts are packed too."""
 
     index: dict[str, int]
     packed: bytes | None
@@ -66,8 +67,6 @@ def raw_store(raws: list[dict[str, Any]]) -> list[StoredRaw]:
 
     Called inside the transaction that stores the snapshots naming these blobs.
     """
-    if not any(raws):
-        return [StoredRaw({}, None, None) for _ in raws]
     with transaction.atomic():
         dictionary_id = _dictionary_in_use()
         dictionary = section_dictionary(dictionary_id)
@@ -91,7 +90,7 @@ def raw_store(raws: list[dict[str, Any]]) -> list[StoredRaw]:
         StoredRaw(
             index={name: ids[sha] if sha else 0 for name, sha in index.items()},
             packed=packing.pack_sections(inline, dictionary) if inline else None,
-            dictionary_id=dictionary_id if inline else None,
+            dictionary_id=dictionary_id,
         )
         for index, inline in plans
     ]

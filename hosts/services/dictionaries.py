@@ -1,15 +1,17 @@
 """Training the zstd dictionary that probe sections are compressed with (hosts.packing), on the
-fleet's own sections: those of the newest snapshots, as section records."""
+fleet's own sections: those of the newest snapshots, as section records, and the parts of their
+parsed state that are stored packed (PARSED_PACKED_KEYS)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 
 from django.db.models import Q
 
 from .. import packing
-from ..models import SectionDictionary, StateSnapshot
+from ..models import PARSED_PACKED_KEYS, SectionDictionary, StateSnapshot
 
 DICTIONARY_BYTES = 64 * 1024  # zstd's own default is 110 KB; these sections are small
 SAMPLE_SNAPSHOTS = 2000  # the newest snapshots with raw output, across the fleet
@@ -25,12 +27,17 @@ def section_samples(*, snapshots: int = SAMPLE_SNAPSHOTS) -> list[bytes]:
     rows = (
         StateSnapshot.objects.filter(~Q(raw_index={}))
         .order_by("-id")
-        .only("id", "raw_index", "raw_packed", "dictionary")[:snapshots]
+        .only("id", "raw_index", "raw_packed", "dictionary", "parsed")[:snapshots]
     )
     samples = []
     for snapshot in rows.iterator(chunk_size=200):
         for name, section in snapshot.raw.items():
             samples.append(packing.record_of(name, section))
+        parsed = snapshot.parsed
+        parts = {k: parsed[k] for k in PARSED_PACKED_KEYS if k in parsed}
+        if parts:  # as models.parsed_for_storage packs them
+            packed = [list(parsed), parts]
+            samples.append(json.dumps(packed, ensure_ascii=False, separators=(",", ":")).encode())
     return samples
 
 

@@ -16,7 +16,7 @@ from controlplane.canonical import canonical_digest
 
 from .. import signals
 from ..choices import READ_STATUSES, ProbeTrigger
-from ..models import Host, StateSnapshot
+from ..models import Host, StateSnapshot, parsed_for_storage
 from ..probe import ProbeOutcome
 from .blobs import raw_store
 from .probe_audit import probes_audit, verdicts
@@ -80,6 +80,10 @@ def _record_batch(
     now = timezone.now()
     correlation_id = audit_context.current().correlation_id
     stored_raws = raw_store([outcome.raw for _, outcome, _ in items])
+    stored_parsed = [
+        parsed_for_storage(outcome.parsed, stored.dictionary_id)
+        for (_, outcome, _), stored in zip(items, stored_raws, strict=True)
+    ]
     snapshots = [
         StateSnapshot(
             host=host,
@@ -89,16 +93,25 @@ def _record_batch(
             duration_ms=outcome.duration_ms,
             raw_index=stored.index,
             raw_packed=stored.packed,
-            dictionary_id=stored.dictionary_id,
-            parsed=outcome.parsed,
+            # the dictionary its packed sections or parsed parts need, kept while it is named
+            dictionary_id=(
+                stored.dictionary_id
+                if stored.packed is not None or parsed is not outcome.parsed
+                else None
+            ),
+            parsed=parsed,
             digest=outcome.digest,
             error=outcome.error[:4000],
             includes_integrity=integrity and outcome.status in READ_STATUSES,
             correlation_id=correlation_id,
         )
-        for (host, outcome, integrity), stored in zip(items, stored_raws, strict=True)
+        for (host, outcome, integrity), stored, parsed in zip(
+            items, stored_raws, stored_parsed, strict=True
+        )
     ]
     StateSnapshot.objects.bulk_create(snapshots)
+    for snapshot, (_, outcome, _) in zip(snapshots, items, strict=True):
+        snapshot.parsed = outcome.parsed  # whole, as a read from the database gives it
     # the charts' rows commit with their snapshots, so a chart never disagrees with history
     gpu_samples_record(snapshots=snapshots)
     host_ids = [h.pk for h, _, _ in items]

@@ -35,10 +35,13 @@ def probe(host: Host) -> StateSnapshot:
 
 
 def stored_text(snapshot: StateSnapshot) -> str:
-    """Everything the database keeps of a snapshot, as text (its raw output is in blobs)."""
+    """Everything the database keeps of a snapshot, as text (its raw output is in blobs and in
+    its packed sections, compressed: decompressed here, else a secret would not show)."""
     row = StateSnapshot.objects.values("raw_index", "parsed", "error", "digest").get(pk=snapshot.pk)
-    blobs = SnapshotBlob.objects.filter(pk__in=row["raw_index"].values()).values()
-    return json.dumps([row, list(blobs)])
+    blobs = SnapshotBlob.objects.filter(pk__in=row["raw_index"].values())
+    sections = [blob.as_section() for blob in blobs]
+    packed = StateSnapshot.objects.get(pk=snapshot.pk).raw
+    return json.dumps([row, sections, packed])
 
 
 def test_a_secret_in_an_environment_file_is_stored_nowhere(envfile_fleet: RegisteredFleet) -> None:

@@ -132,7 +132,7 @@ def test_a_snapshot_stored_before_this_redaction_is_shown_redacted(db, client, v
     ]
     parsed["deployments"][f.UNIT]["journal"] = [f"x vllm[1]: Authorization: Bearer {BEARER}"]
     parsed["problems"] = [{"section": "models", "message": f"https://u:{URL_PASSWORD}@m/ down"}]
-    (index,) = raw_store([{f"unitcat:{f.UNIT}": {"output": unit, "exit_status": 0}}])
+    (stored,) = raw_store([{f"unitcat:{f.UNIT}": {"output": unit, "exit_status": 0}}])
     snapshot = StateSnapshot.objects.create(
         host=host,
         taken_at=timezone.now(),
@@ -142,7 +142,7 @@ def test_a_snapshot_stored_before_this_redaction_is_shown_redacted(db, client, v
         parsed=parsed,
         digest=snapshot_digest(parsed),
         error=f"models: https://u:{URL_PASSWORD}@m/ down",
-        raw_index=index,
+        raw_index=stored.index,
     )
     client.force_login(viewer)
     api = APIClient()
