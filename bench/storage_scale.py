@@ -149,7 +149,7 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
                "includes_integrity, correlation_id")  # fmt: skip
     cursor.execute(
         f"INSERT INTO bench_old_snapshot ({columns}, raw) SELECT "
-        f"{', '.join('s.' + c.strip() for c in columns.split(','))}, i.raw "
+        f"{whole_parsed(columns)}, i.raw "
         "FROM hosts_statesnapshot s JOIN bench_e15_index i ON i.id = s.id")  # fmt: skip
     cursor.execute("DROP TABLE bench_e15_index")
     cursor.execute("VACUUM bench_old_snapshot")
@@ -257,6 +257,12 @@ def measure(args: argparse.Namespace, procs: int, db_url: str) -> dict:
     }  # fmt: skip
 
 
+def whole_parsed(columns: str) -> str:
+    """The snapshot's columns, `parsed` taken whole from bench_e15_index (i)."""
+    names = [c.strip() for c in columns.split(",")]
+    return ", ".join(("i." if c == "parsed" else "s.") + c for c in names)
+
+
 def e15f78b_layout(cursor, first_max: int, counted: int) -> dict:
     """Bytes per probe of the counted rounds in e15f78b's layout: each section a blob (output
     uncompressed, SHA-256 key), found again when the same content was stored before (in round
@@ -265,8 +271,10 @@ def e15f78b_layout(cursor, first_max: int, counted: int) -> dict:
 
     sha_ids: dict[str, int] = {}
     new_blobs: list[tuple[int, str, dict]] = []
-    indexes: list[tuple[int, str, str]] = []
-    rows = StateSnapshot.objects.order_by("id").only("id", "raw_index", "raw_packed", "dictionary")
+    indexes: list[tuple[int, str, str, str]] = []
+    rows = StateSnapshot.objects.order_by("id").only(
+        "id", "raw_index", "raw_packed", "dictionary", "parsed"
+    )
     for snapshot in rows.iterator(chunk_size=500):
         index = {}
         for name, section in snapshot.raw.items():
@@ -277,7 +285,10 @@ def e15f78b_layout(cursor, first_max: int, counted: int) -> dict:
                     new_blobs.append((sha_ids[sha], sha, section))
             index[name] = sha_ids[sha]
         if snapshot.pk > first_max:
-            indexes.append((snapshot.pk, json.dumps(index), json.dumps(snapshot.raw)))
+            indexes.append(
+                (snapshot.pk, json.dumps(index), json.dumps(snapshot.raw),
+                 json.dumps(snapshot.parsed))
+            )  # fmt: skip
     cursor.execute("DROP TABLE IF EXISTS bench_e15_blob")
     cursor.execute("CREATE TABLE bench_e15_blob (id bigint PRIMARY KEY, sha256 varchar(64) "
                    "UNIQUE NOT NULL, output text NOT NULL, exit_status integer, "
@@ -291,19 +302,29 @@ def e15f78b_layout(cursor, first_max: int, counted: int) -> dict:
     cursor.execute("ALTER TABLE bench_e15_snapshot DROP COLUMN raw_packed, "
                    "DROP COLUMN dictionary_id")  # fmt: skip
     # (the raw output as JSON stays for the older layout's measure, which drops it)
-    cursor.execute("CREATE TABLE bench_e15_index (id bigint, raw_index jsonb, raw jsonb)")
-    cursor.executemany("INSERT INTO bench_e15_index VALUES (%s, %s, %s)", indexes)
+    cursor.execute(
+        "CREATE TABLE bench_e15_index (id bigint, raw_index jsonb, raw jsonb, parsed jsonb)"
+    )
+    cursor.executemany("INSERT INTO bench_e15_index VALUES (%s, %s, %s, %s)", indexes)
     columns = ("id, host_id, taken_at, status, trigger, duration_ms, parsed, digest, error, "
                "includes_integrity, correlation_id")  # fmt: skip
     cursor.execute(
         f"INSERT INTO bench_e15_snapshot ({columns}, raw_index) SELECT "
-        f"{', '.join('s.' + c.strip() for c in columns.split(','))}, i.raw_index "
+        f"{whole_parsed(columns)}, i.raw_index "
         "FROM hosts_statesnapshot s JOIN bench_e15_index i ON i.id = s.id")  # fmt: skip
     out = {}
     for key, table in (("snapshot", "bench_e15_snapshot"), ("blob", "bench_e15_blob")):
         cursor.execute(f"VACUUM FULL {table}")
         cursor.execute("SELECT pg_total_relation_size(%s)", [table])
         out[key] = cursor.fetchone()[0] / counted
+    cursor.execute("SELECT avg(pg_column_size(parsed)) FROM bench_e15_snapshot")
+    out["parsed"] = float(cursor.fetchone()[0])
+    cursor.execute("SELECT avg(pg_column_size(parsed)), avg(pg_column_size(raw_index)), "
+                   "avg(pg_column_size(raw_packed)) FROM hosts_statesnapshot WHERE id > %s",
+                   [first_max])  # fmt: skip
+    out["parsed_now"], out["raw_index_now"], out["raw_packed_now"] = (
+        float(x or 0) for x in cursor.fetchone()
+    )
     cursor.execute("DROP TABLE bench_e15_snapshot, bench_e15_blob")
     out["new_blobs_per_probe"] = len(new_blobs) / counted
     return out
@@ -315,7 +336,13 @@ def section_codec(first_max: int, dictionary_id: int, sample: int = 1000) -> dic
     measured on `sample` snapshots of the counted rounds."""
     from controlplane.canonical import canonical_digest
     from hosts import packing
-    from hosts.models import SnapshotBlob, StateSnapshot, section_dictionary
+    from hosts.models import (
+        SnapshotBlob,
+        StateSnapshot,
+        parsed_for_storage,
+        parsed_unpacked,
+        section_dictionary,
+    )
     from hosts.services.blobs import packed_section
 
     dictionary = section_dictionary(dictionary_id)
@@ -352,6 +379,21 @@ def section_codec(first_max: int, dictionary_id: int, sample: int = 1000) -> dic
             if not packed_section(k):
                 packing.compress(packing.record_of("", v), dictionary)
 
+    parsed_sample = [
+        s.parsed for s in StateSnapshot.objects.filter(id__gt=first_max).order_by("?")[:sample]
+    ]
+    t = time.process_time()
+    stored_parsed = [parsed_for_storage(p, dictionary_id) for p in parsed_sample]
+    parsed_pack_ms = (time.process_time() - t) / len(parsed_sample) * 1000
+    t = time.process_time()
+    for p in stored_parsed:
+        parsed_unpacked(json.loads(json.dumps(p)), jsonb_order=True)
+    parsed_read_ms = (time.process_time() - t) / len(parsed_sample) * 1000
+    t = time.process_time()
+    for p in stored_parsed:
+        json.loads(json.dumps(p))
+    parsed_read_ms -= (time.process_time() - t) / len(parsed_sample) * 1000
+
     packs = [packing.pack_sections([(k, v) for k, v in raw.items() if packed_section(k)],
                                    dictionary) for raw in raws]  # fmt: skip
     t = time.process_time()
@@ -365,6 +407,8 @@ def section_codec(first_max: int, dictionary_id: int, sample: int = 1000) -> dic
         "cpu_blobs_all_new_ms": cpu(blobs_all_new),
         "cpu_read_packed_ms": read_ms,
         "packed_bytes": sum(len(p) for p in packs) / n,
+        "parsed_pack_ms": parsed_pack_ms,
+        "parsed_unpack_ms": parsed_read_ms,
     }
 
 
@@ -407,6 +451,10 @@ def report(r: dict) -> None:
           f"sections + packing the four) {c['cpu_after_ms']:.3f} ms, compressing every blob "
           f"section as if all were new {c['cpu_blobs_all_new_ms']:.3f} ms, reading the packed "
           f"ones back {c['cpu_read_packed_ms']:.3f} ms")  # fmt: skip
+    print(f"parsed as stored: e15f78b {e15['parsed']:.0f} B, now {e15['parsed_now']:.0f} B "
+          f"(its large parts packed: {c['parsed_pack_ms']:.3f} ms per probe to pack, "
+          f"{c['parsed_unpack_ms']:.3f} ms per read to unpack, beyond JSON); raw_index now "
+          f"{e15['raw_index_now']:.0f} B, raw_packed {e15['raw_packed_now']:.0f} B")  # fmt: skip
     print(f"audit events written by the counted rounds: {r['audit_events_later_rounds']}")
     print("blob sections in the counted rounds: new blobs per probe, mean bytes as stored")
     for key, new, size in r["sections"]:

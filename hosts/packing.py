@@ -48,9 +48,9 @@ def records_read(data: bytes) -> list[tuple[str, dict[str, Any]]]:
         if end < 0:
             raise PackingError("a section record's header is cut")
         try:
-            name, status, truncated, length = data[position:end].decode().split("\t")
+            name, exit_text, truncated, length = data[position:end].decode().split("\t")
             size = int(length)
-            exit_status = None if status == "" else int(status)
+            exit_status = int(exit_text) if exit_text else None
         except ValueError as exc:
             raise PackingError("a section record's header does not read") from exc
         body = data[end + 1 : end + 1 + size]
