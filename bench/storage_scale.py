@@ -47,6 +47,29 @@ TABLES = [
 DAY = 1440  # probes per host per day at 60 s
 
 
+def start_sim_slices(hosts: int, procs: int, network: str) -> list:
+    """scaffold.start_sim_slices, on `network`.k+1 instead of 127.0.10.k+1."""
+    if network == "127.0.10":
+        return scaffold.start_sim_slices(hosts, procs, STATE)
+    from simulator.server import host_names
+
+    names = host_names(hosts)
+    per = -(-hosts // procs)
+    children = []
+    for k in range(procs):
+        (STATE / f"sim{k}.json").unlink(missing_ok=True)
+        chunk = names[k * per : (k + 1) * per]
+        argv = [scaffold.sys.executable, scaffold.__file__, str(k), f"{network}.{k + 1}",
+                ",".join(chunk), str(STATE)]  # fmt: skip
+        children.append(subprocess.Popen(argv, cwd=scaffold.ROOT, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))  # fmt: skip
+        if k == 0:
+            scaffold.wait_for((STATE / "fleet" / "client_ed25519").exists, 60, "client key")
+    for k, child in enumerate(children):
+        scaffold.wait_for((STATE / f"sim{k}.json").exists, 300, f"simulator {k}", child)
+    return children
+
+
 def sizes(cursor) -> dict[str, int]:
     """Each table's size with its indexes and TOAST, compacted (VACUUM FULL): the old-shape
     copy below is compact by construction, and a plain VACUUM never gives back what retention
@@ -66,6 +89,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--database", default=scaffold.DEFAULT_DATABASE)
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument(
+        "--sim-network",
+        default="127.0.10",
+        help="the simulated fleet listens on <this>.1, .2, ... (another benchmark may hold "
+        "scaffold's 127.0.10.k)",
+    )
     args = parser.parse_args()
 
     db_url = scaffold.fresh_database(args.database, DB_NAME)
@@ -73,7 +102,7 @@ def main() -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     scaffold.fresh_checkpoints(CHECKPOINTS)
     procs = scaffold.sim_slices_for(args.hosts)
-    sims = scaffold.start_sim_slices(args.hosts, procs, STATE)
+    sims = start_sim_slices(args.hosts, procs, args.sim_network)
     try:
         scaffold.django_setup(db_url)
         result = measure(args, procs, db_url)
@@ -382,17 +411,23 @@ def section_codec(first_max: int, dictionary_id: int, sample: int = 1000) -> dic
     parsed_sample = [
         s.parsed for s in StateSnapshot.objects.filter(id__gt=first_max).order_by("?")[:sample]
     ]
-    t = time.process_time()
-    stored_parsed = [parsed_for_storage(p, dictionary_id) for p in parsed_sample]
-    parsed_pack_ms = (time.process_time() - t) / len(parsed_sample) * 1000
-    t = time.process_time()
-    for p in stored_parsed:
-        parsed_unpacked(json.loads(json.dumps(p)), jsonb_order=True)
-    parsed_read_ms = (time.process_time() - t) / len(parsed_sample) * 1000
-    t = time.process_time()
-    for p in stored_parsed:
-        json.loads(json.dumps(p))
-    parsed_read_ms -= (time.process_time() - t) / len(parsed_sample) * 1000
+
+    # what the worker does with `parsed` on a write (Django encodes it to JSON) and a read
+    # (decodes it), whole as e15f78b did and with its large parts packed: the difference
+    def per_snapshot_ms(work) -> float:
+        t = time.process_time()
+        for p in parsed_sample:
+            work(p)
+        return (time.process_time() - t) / len(parsed_sample) * 1000
+
+    texts = {id(p): json.dumps(p) for p in parsed_sample}
+    stored_texts = {id(p): json.dumps(parsed_for_storage(p, dictionary_id)) for p in parsed_sample}
+    parsed_pack_ms = per_snapshot_ms(
+        lambda p: json.dumps(parsed_for_storage(p, dictionary_id))
+    ) - per_snapshot_ms(json.dumps)
+    parsed_read_ms = per_snapshot_ms(
+        lambda p: parsed_unpacked(json.loads(stored_texts[id(p)]), jsonb_order=True)
+    ) - per_snapshot_ms(lambda p: json.loads(texts[id(p)]))
 
     packs = [packing.pack_sections([(k, v) for k, v in raw.items() if packed_section(k)],
                                    dictionary) for raw in raws]  # fmt: skip
@@ -452,8 +487,8 @@ def report(r: dict) -> None:
           f"section as if all were new {c['cpu_blobs_all_new_ms']:.3f} ms, reading the packed "
           f"ones back {c['cpu_read_packed_ms']:.3f} ms")  # fmt: skip
     print(f"parsed as stored: e15f78b {e15['parsed']:.0f} B, now {e15['parsed_now']:.0f} B "
-          f"(its large parts packed: {c['parsed_pack_ms']:.3f} ms per probe to pack, "
-          f"{c['parsed_unpack_ms']:.3f} ms per read to unpack, beyond JSON); raw_index now "
+          f"(its large parts packed: {c['parsed_pack_ms']:+.3f} ms of CPU per write, "
+          f"{c['parsed_unpack_ms']:+.3f} ms per read, against JSON of the whole); raw_index now "
           f"{e15['raw_index_now']:.0f} B, raw_packed {e15['raw_packed_now']:.0f} B")  # fmt: skip
     print(f"audit events written by the counted rounds: {r['audit_events_later_rounds']}")
     print("blob sections in the counted rounds: new blobs per probe, mean bytes as stored")
