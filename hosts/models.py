@@ -280,6 +280,9 @@ class SectionDictionary(models.Model):
     sample_bytes = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name_plural = "section dictionaries"
+
     def __str__(self) -> str:
         return f"section dictionary {self.pk} ({len(self.content)} bytes)"
 

@@ -95,6 +95,7 @@ class Migration(migrations.Migration):
                 ("sample_bytes", models.BigIntegerField()),
                 ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
+            options={"verbose_name_plural": "section dictionaries"},
         ),
         migrations.AddField(
             model_name="snapshotblob",
