@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import hashlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -28,12 +30,28 @@ USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
 
 @dataclass
 class FleetRow:
+    """A host's row on the fleet page. `key` digests every fact its template reads (see
+    fleet_row_key); `summary` and `last_good` are filled by fleet_row_summarize, only for the
+    rows that are rendered rather than found in the cache."""
+
     host: Host
     health: HostHealth | None
     snapshot: StateSnapshot | None
-    summary: dict[str, Any]
-    last_good: dict[str, Any] | None  # for hosts that cannot be read now
-    next_probe_in: float | None  # seconds; negative when overdue
+    integrity: StateSnapshot | None  # the newest that checked the engine's files
+    last_good_snapshot: StateSnapshot | None  # for hosts that cannot be read now
+    now: Any
+    in_maintenance: bool = False
+    key: str = ""
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    last_good: dict[str, Any] | None = None
+    summarized: bool = False
+
+    @property
+    def next_probe_at(self) -> Any:
+        """When the host falls due (None: never probed, due now)."""
+        if self.host.last_probe_at is None:
+            return None
+        return self.host.last_probe_at + dt.timedelta(seconds=self.host.probe_interval_seconds)
 
 
 def fleet_page(
@@ -50,8 +68,8 @@ def fleet_page(
     in a fixed number of queries whatever the fleet's size, and a note when `page` was not a
     page of it. `group` keeps the hosts of one host group (by name).
 
-    Each row reads only the parts of its snapshots' state that it shows (ROW_STATE_KEYS): at
-    50 rows a page, decoding whole snapshots was most of the page's cost."""
+    The snapshots are read without their state: a row found in the cache needs only their
+    headers (fleet_row_key); fleet_rows_read_state reads the rest for the rows rendered."""
     matching = hosts_visible(user)
     if verdict:
         matching = matching.filter(health__verdict=verdict)
@@ -91,7 +109,7 @@ def fleet_page(
             host.newest_integrity,  # type: ignore[attr-defined]
             health.last_good_snapshot_id if health is not None else None,
         }
-    snapshots = row_snapshots(wanted - {None})
+    snapshots = StateSnapshot.objects.defer("parsed", "raw_index").in_bulk(wanted - {None})
     rows = []
     for host in hosts:
         health = getattr(host, "health", None)
@@ -114,15 +132,26 @@ def fleet_page(
 ROW_STATE_KEYS = ("gpus", "problems", "deployments")
 
 
-def row_snapshots(ids: Iterable[int]) -> dict[int, StateSnapshot]:
-    """Snapshots by id, each carrying `row_state`: the parts of its state a fleet row shows,
-    as HostState. Their `parsed` is not loaded: fleet_row reads `row_state` instead."""
+def fleet_rows_read_state(rows: Iterable[FleetRow]) -> None:
+    """Give the snapshots of `rows` that fleet_page read without their state the part of it a
+    row shows (`row_state`, a HostState), in one query: at 50 rows a page, decoding whole
+    snapshots was most of the page's cost."""
+    snapshots = [
+        snapshot
+        for row in rows
+        for snapshot in (row.snapshot, row.integrity, row.last_good_snapshot)
+        if snapshot is not None and "parsed" in snapshot.get_deferred_fields()
+    ]
     parts = {f"row_{key}": KeyTransform(key, "parsed") for key in ROW_STATE_KEYS}
-    found = StateSnapshot.objects.defer("parsed", "raw_index").annotate(**parts).in_bulk(ids)
-    for snapshot in found.values():
-        partial = {key: getattr(snapshot, f"row_{key}") for key in ROW_STATE_KEYS}
+    found = {
+        pk: values
+        for pk, *values in StateSnapshot.objects.filter(pk__in={s.pk for s in snapshots})
+        .annotate(**parts)
+        .values_list("pk", *parts)
+    }
+    for snapshot in snapshots:
+        partial = dict(zip(ROW_STATE_KEYS, found.get(snapshot.pk, [None] * 3), strict=True))
         snapshot.row_state = HostState.from_json(partial)  # type: ignore[attr-defined]
-    return found
 
 
 def fleet_row(
@@ -136,32 +165,69 @@ def fleet_row(
 ) -> FleetRow:
     """A host's row on the fleet page. Its newest snapshot, the newest that checked the
     engine's files, and its last good one are looked up here unless the caller did
-    (`looked_up`: None means none; the caller's may carry only a row's state, row_snapshots)."""
+    (`looked_up`: None means none; the caller's may be read without their state, then
+    fleet_rows_read_state reads the part a row shows before fleet_row_summarize)."""
     now = now or timezone.now()
     health = getattr(host, "health", None)
     if not looked_up:
         snapshot = latest_snapshot(host)
         integrity = latest_integrity_snapshot(host)
-    last_good_summary = None
     unreadable = snapshot is None or snapshot.status not in USABLE_STATUSES
     if unreadable and not looked_up and health is not None:
         last_good = health.last_good_snapshot
-    if last_good is not None and unreadable:
-        last_good_summary = _summary_of(last_good, now)
-        last_good_summary["snapshot"] = last_good
-    due = None
-    if host.last_probe_at is not None:
-        due = host.probe_interval_seconds - (now - host.last_probe_at).total_seconds()
-    summary = _summary_of(snapshot, now)
-    if summary.get("integrity") is None and integrity is not None:
+    row = FleetRow(
+        host,
+        health,
+        snapshot,
+        integrity if (snapshot is None or snapshot.pk != getattr(integrity, "pk", None)) else None,
+        last_good if unreadable else None,
+        now,
+        in_maintenance=host.in_maintenance(now),
+    )
+    row.key = fleet_row_key(row)
+    return row
+
+
+def fleet_row_key(row: FleetRow) -> str:
+    """A digest of every fact the fleet row's template reads: each column of the host and of
+    its health, and which snapshots it shows (a snapshot's state does not change: its id, status
+    and digest name it). A new snapshot, verdict, maintenance, host key or setting gives a new
+    key; the clocks are not in it (the row leaves them as holes, hosts.templatetags.fleet_rows).
+    Whether maintenance lasts now is, since it is the only fact that changes by itself."""
+    host, health = row.host, row.health
+    facts = [
+        tuple(getattr(host, f.attname) for f in Host._meta.concrete_fields),
+        tuple(getattr(health, f.attname) for f in HostHealth._meta.concrete_fields)
+        if health is not None
+        else None,
+        *(
+            (s.pk, s.status, s.digest, s.taken_at) if s is not None else None
+            for s in (row.snapshot, row.integrity, row.last_good_snapshot)
+        ),
+        row.in_maintenance,
+        settings.SNAPSHOT_MAX_AGE_SECONDS,
+    ]
+    return hashlib.blake2b(repr(facts).encode(), digest_size=20).hexdigest()
+
+
+def fleet_row_summarize(row: FleetRow) -> FleetRow:
+    """Fill the row's summary (and its last good snapshot's) from its snapshots' state."""
+    if row.summarized:
+        return row
+    row.summary = _summary_of(row.snapshot, row.now)
+    if row.last_good_snapshot is not None:
+        row.last_good = _summary_of(row.last_good_snapshot, row.now)
+        row.last_good["snapshot"] = row.last_good_snapshot
+    if row.summary.get("integrity") is None and row.integrity is not None:
         # Engine files are checked on their own, slower schedule: show the newest check.
-        summary["integrity"] = integrity_summary(_state_of(integrity))
-        summary["integrity_age"] = integrity.age_seconds(now)
-    return FleetRow(host, health, snapshot, summary, last_good_summary, due)
+        row.summary["integrity"] = integrity_summary(_state_of(row.integrity))
+        row.summary["integrity_taken_at"] = row.integrity.taken_at
+    row.summarized = True
+    return row
 
 
 def _state_of(snapshot: StateSnapshot) -> HostState:
-    """The row's part of the state when row_snapshots read it, else the whole state."""
+    """The row's part of the state when fleet_rows_read_state read it, else the whole state."""
     row_state: HostState | None = getattr(snapshot, "row_state", None)
     return row_state if row_state is not None else snapshot.state()
 
@@ -222,7 +288,7 @@ def snapshot_summary(
     snapshot: StateSnapshot | None, *, state: HostState | None = None, now: Any = None
 ) -> dict[str, Any]:
     """The handful of facts a dashboard row or a change form shows (from `state` when the
-    caller read the snapshot's state, or the part of it this needs: row_snapshots)."""
+    caller read the snapshot's state, or the part of it this needs: fleet_rows_read_state)."""
     if snapshot is None:
         return {
             "service": "never probed", "model": "", "gpus": [], "inflight": None, "age": None,
