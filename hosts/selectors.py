@@ -21,7 +21,7 @@ from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact
 from .choices import SnapshotStatus, Verdict
 from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
-from .scope import hosts_group_ids_prefetch, hosts_visible, rows_visible
+from .scope import hosts_group_ids_prefetch, hosts_visible
 from .state import DeploymentState, GpuState, HostState, Problem, problem_lines
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
@@ -236,19 +236,30 @@ def _summary_of(snapshot: StateSnapshot | None, now: Any) -> dict[str, Any]:
     return snapshot_summary(snapshot, state=_state_of(snapshot) if snapshot else None, now=now)
 
 
-def fleet_verdict_counts(*, user: Any) -> dict[str, int]:
-    """How many of the hosts `user` sees have each verdict (hosts never judged count as
-    unknown)."""
-    judged = rows_visible(user, HostHealth.objects.all())
-    counts = dict(judged.values_list("verdict").annotate(n=Count("host")).order_by())
-    never = hosts_visible(user, Host.objects.filter(health=None)).count()
-    counts["unknown"] = counts.get("unknown", 0) + never
-    return {v: counts.get(v, 0) for v in Verdict.values}
+@dataclass
+class FleetCounts:
+    verdicts: dict[str, int]  # by verdict, every one (hosts never judged count as unknown)
+    in_maintenance: int  # now
 
 
-def fleet_maintenance_count(*, user: Any) -> int:
-    """How many of the hosts `user` sees are in maintenance now."""
-    return hosts_visible(user).filter(maintenance_until__gt=timezone.now()).count()
+def fleet_counts(*, user: Any) -> FleetCounts:
+    """How many of the hosts `user` sees have each verdict, and how many are in maintenance
+    now: one pass over the hosts (three queries counted the same rows three times)."""
+    now = timezone.now()
+    unknown = Q(health__verdict=Verdict.UNKNOWN) | Q(health__isnull=True)
+    counts = hosts_visible(user).aggregate(
+        **{
+            f"verdict_{v}": Count(
+                "pk", filter=unknown if v == Verdict.UNKNOWN else Q(health__verdict=v)
+            )
+            for v in Verdict.values
+        },
+        in_maintenance=Count("pk", filter=Q(maintenance_until__gt=now)),
+    )
+    return FleetCounts(
+        verdicts={v: counts[f"verdict_{v}"] for v in Verdict.values},
+        in_maintenance=counts["in_maintenance"],
+    )
 
 
 def newest_snapshot_id(**filters: Any) -> Subquery:

@@ -60,6 +60,7 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
     )
     query = request.GET.copy()
     query.pop("page", None)
+    counts = selectors.fleet_counts(user=request.user) if whole_page else None
     return {
         "form": form,
         "page": page,
@@ -67,9 +68,9 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
         "rows": rows,
         "query": query.urlencode(),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
-        "verdicts": selectors.fleet_verdict_counts(user=request.user) if whole_page else {},
+        "verdicts": counts.verdicts if counts else {},
         "groups": host_groups_shown(user=request.user) if whole_page else [],
-        "in_maintenance": selectors.fleet_maintenance_count(user=request.user) if whole_page else 0,
+        "in_maintenance": counts.in_maintenance if counts else 0,
     }
 
 

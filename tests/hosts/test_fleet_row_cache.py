@@ -206,3 +206,23 @@ def test_text_a_host_reports_cannot_open_a_hole(client, operator):
     row = row_of(page(client), host)
     assert forged in row
     assert len(TOKEN.findall(row)) == 1
+
+
+def test_the_counts_above_the_table(client, teams, scoped, operator):
+    """Each verdict's count, hosts never judged among the unknown, and those in maintenance:
+    of the hosts the person sees only."""
+    gpu = teams.hosts
+    judge(gpu["gpu-01"], "failed")
+    judge(gpu["gpu-02"], "healthy")  # gpu-03 never judged
+    services.host_maintenance_enter(
+        host=gpu["gpu-01"], user=operator, reason="reseating GPU 3",
+        until=timezone.now() + dt.timedelta(hours=1),
+    )  # fmt: skip
+    client.force_login(operator)
+    body = page(client)
+    assert ">1 failed<" in body and ">1 healthy<" in body and ">1 unknown<" in body
+    assert ">1 in maintenance<" in body and ">0 degraded<" in body
+    client.force_login(scoped("tess", "viewer", "team-a"))
+    body = page(client)
+    assert ">0 failed<" in body and ">1 healthy<" in body and ">1 unknown<" in body
+    assert ">0 in maintenance<" in body
