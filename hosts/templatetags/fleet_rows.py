@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django import template
 from django.conf import settings
 from django.core.cache import caches
 from django.template import Context
-from django.template.defaultfilters import floatformat
 from django.template.defaulttags import CsrfTokenNode
 from django.template.loader import get_template
 from django.utils.crypto import salted_hmac
@@ -46,11 +46,17 @@ CACHE = "fleet_rows"
 _NAME = re.compile("[a-z_]+")
 
 
+_TAGS: dict[str, str] = {}  # by SECRET_KEY, which tests may change
+
+
 def _tag() -> str:
-    return salted_hmac("hosts.fleet_rows.hole", "holes").hexdigest()[:16]
+    key = settings.SECRET_KEY
+    if key not in _TAGS:
+        _TAGS[key] = salted_hmac("hosts.fleet_rows.hole", "holes").hexdigest()[:16]
+    return _TAGS[key]
 
 
-_PATTERNS: dict[str, re.Pattern[str]] = {}  # by tag: tests may change SECRET_KEY
+_PATTERNS: dict[str, re.Pattern[str]] = {}  # by tag
 
 
 def _holes() -> re.Pattern[str]:
@@ -103,7 +109,11 @@ def holeblock(parser: template.base.Parser, token: template.base.Token) -> HoleB
 
 
 def _seconds(value: float) -> str:
-    return str(floatformat(value, 0))  # as `|floatformat:0` printed them before
+    """Whole seconds, rounded as `|floatformat:0` rounds (half up, from the float's repr)."""
+    return str(int(Decimal(repr(value)).quantize(_ONE, rounding=ROUND_HALF_UP)))
+
+
+_ONE = Decimal(1)
 
 
 def _age(now: float, taken: str) -> float:
