@@ -214,18 +214,19 @@ SNAPSHOT_MAX_AGE_SECONDS = env.int("SNAPSHOT_MAX_AGE_SECONDS", default=300)
 APPROVAL_TTL_SECONDS = env.int("APPROVAL_TTL_SECONDS", default=1800)
 
 # --- caches -----------------------------------------------------------------------------------
-# The fleet page's rendered rows (hosts.templatetags.fleet_rows), each under a digest of the
-# facts it shows, so an entry never goes stale: it is only not asked for again. In each
-# process's memory: a page's 50 rows come back with no network round trip and no shared store
-# to keep apart per database; each worker renders a row once per snapshot. Bounded: at about
-# 4 KB a row, FLEET_ROW_CACHE_ROWS (10,000) is about 40 MB a process at most.
+# Rendered fragments of the pages people keep open (each fleet row, a host's snapshot history
+# and audit timeline), each under a digest of the facts it shows, so an entry never goes stale:
+# it is only not asked for again. In each process's memory: a page's fragments come back with
+# no network round trip, and no shared store has to be kept apart per database; each worker
+# renders a fragment once. Bounded: at about 4 KB a row, FRAGMENT_CACHE_ENTRIES (10,000) is
+# about 40 MB a process at most.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "fleet_rows": {
+    "fragments": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "fleet-rows",
+        "LOCATION": "fragments",
         "TIMEOUT": 3600,
-        "OPTIONS": {"MAX_ENTRIES": env.int("FLEET_ROW_CACHE_ROWS", default=10_000)},
+        "OPTIONS": {"MAX_ENTRIES": env.int("FRAGMENT_CACHE_ENTRIES", default=10_000)},
     },
 }
 

@@ -289,10 +289,22 @@ def latest_integrity_snapshot(host: Host) -> StateSnapshot | None:
     return _newest(host.snapshots.filter(includes_integrity=True), 1).first()
 
 
+HISTORY_SHOWN = ("id", "host_id", "taken_at", "status", "trigger", "duration_ms", "digest")
+
+
 def snapshot_history(host: Host, limit: int = 50) -> QuerySet[StateSnapshot]:
     """The newest snapshots as the host page lists them: their headers, not their contents."""
-    shown = ("id", "host_id", "taken_at", "status", "trigger", "duration_ms", "digest")
-    return _newest(host.snapshots.all(), limit).only(*shown)
+    return _newest(host.snapshots.all(), limit).only(*HISTORY_SHOWN)
+
+
+def fragment_key(rows: Iterable[Any], shown: Iterable[str]) -> str:
+    """A digest of the fields a page fragment shows of each of `rows` (and of the time zone
+    its times are shown in): the key it is cached under ("fragments"), which changes with any
+    of them. For rows that do not change once written (snapshots, audit events)."""
+    names = tuple(shown)
+    facts: list[Any] = [tuple(getattr(row, name) for name in names) for row in rows]
+    facts.append(timezone.get_current_timezone_name())
+    return hashlib.blake2b(repr(facts).encode(), digest_size=20).hexdigest()
 
 
 def snapshot_summary(

@@ -4,7 +4,7 @@ A row's facts (verdict, service, GPU bars, engine check, snapshot) stay the same
 host's next snapshot, verdict or maintenance change, yet the page re-rendered all of them for
 every request: about 100 template nodes a row, most of a fleet page's time at 50 rows. So a
 row is rendered from `hosts/partials/fleet_row.html` with no request, no user and no CSRF token
-in its context, and kept in the `fleet_rows` cache under `hosts.selectors.fleet_row_key` (a
+in its context, and kept in the `fragments` cache under `hosts.selectors.fleet_row_key` (a
 digest of everything the template reads). What changes between requests is left in it as
 holes, filled on each request:
 
@@ -42,7 +42,7 @@ from .row_urls import row_url
 register = template.Library()
 
 ROW_TEMPLATE = "hosts/partials/fleet_row.html"
-CACHE = "fleet_rows"
+CACHE = "fragments"
 _NAME = re.compile("[a-z_]+")
 
 

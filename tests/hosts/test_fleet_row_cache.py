@@ -28,7 +28,7 @@ TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 @pytest.fixture(autouse=True)
 def rows_cache():
-    cache = caches["fleet_rows"]
+    cache = caches["fragments"]
     cache.clear()
     yield cache
     cache.clear()
