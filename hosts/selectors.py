@@ -193,7 +193,7 @@ def fleet_row_key(row: FleetRow) -> str:
     its health, and which snapshots it shows (a snapshot's state does not change: its id, status
     and digest name it). A new snapshot, verdict, maintenance, host key or setting gives a new
     key; the clocks are not in it (the row leaves them as holes, hosts.templatetags.fleet_rows).
-    Whether maintenance lasts now is, since it is the only fact that changes by itself."""
+    Whether maintenance lasts now is: the one fact that changes with no write."""
     host, health = row.host, row.health
     facts = [
         tuple(getattr(host, f.attname) for f in Host._meta.concrete_fields),
@@ -206,6 +206,7 @@ def fleet_row_key(row: FleetRow) -> str:
         ),
         row.in_maintenance,
         settings.SNAPSHOT_MAX_AGE_SECONDS,
+        timezone.get_current_timezone_name(),  # the times in its tooltips
     ]
     return hashlib.blake2b(repr(facts).encode(), digest_size=20).hexdigest()
 
