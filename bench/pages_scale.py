@@ -4,19 +4,24 @@
     .venv/bin/python bench/pages_scale.py --database postgres://postgres@127.0.0.1:5432/controlplane
     # options: --hosts 10000 --history 50000 --approvals 1000 --events 300000 --users 50
     #          --seconds 30 --think 1.0 --reuse (measure an already loaded database again)
+    #          --against ../other-checkout (serve it too, as "before", and compare)
 
-Loads a fresh PostgreSQL database (`controlplane_pages_bench`): `--hosts` hosts, each with a
-verdict and a snapshot; one of them (`gpu-00001`) with `--history` snapshots a minute apart and
-their GPU samples; `--approvals` model swaps waiting for approval, each on a host of its own;
-`--events` audit events through the real chain. Then serves the product with gunicorn
-(`--server-workers` sync workers, as the Dockerfile runs it) and sends each page's requests from
-`--users` simulated users at once, each signed in, waiting `--think` seconds between its
-requests. While the audit history is measured, a "probe storm" appends 500 audit events a
-second through `record_many`.
+Loads a fresh PostgreSQL database (`--db-name`, by default `controlplane_pages_bench`):
+`--hosts` hosts, each with a verdict and a snapshot; one of them (`gpu-00001`) with
+`--history` snapshots a minute apart and their GPU samples; `--approvals` model swaps waiting
+for approval, each on a host of its own; `--events` audit events through the real chain. Then
+serves the product with gunicorn (`--server-workers` sync workers, as the Dockerfile runs it)
+and sends each page's requests from `--users` simulated users at once, each signed in, waiting
+`--think` seconds between its requests. While the audit history is measured, a "probe storm"
+appends 500 audit events a second through `record_many`.
 
 Server time is gunicorn's own (`%(D)s` in its access log: from reading the request to the
 last byte written); the client's time on loopback is printed beside it. Each page's
 queries are counted once with Django's test client.
+
+With `--against`, a second gunicorn serves that checkout (its own .venv, the same database, the
+next port): one user's requests alternate between the two, the 50 users go to one and then the
+other, and both medians are printed with their ratio.
 """
 
 from __future__ import annotations
