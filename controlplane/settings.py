@@ -213,6 +213,23 @@ CONTENT_SECURITY_POLICY = csp.CONTENT_SECURITY_POLICY
 SNAPSHOT_MAX_AGE_SECONDS = env.int("SNAPSHOT_MAX_AGE_SECONDS", default=300)
 APPROVAL_TTL_SECONDS = env.int("APPROVAL_TTL_SECONDS", default=1800)
 
+# --- caches -----------------------------------------------------------------------------------
+# Rendered fragments of the pages people keep open (each fleet row, a host's snapshot history
+# and audit timeline), each under a digest of the facts it shows, so an entry never goes stale:
+# it is only not asked for again. In each process's memory: a page's fragments come back with
+# no network round trip, and no shared store has to be kept apart per database; each worker
+# renders a fragment once. Bounded: at about 4 KB a row, FRAGMENT_CACHE_ENTRIES (10,000) is
+# about 40 MB a process at most.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "fragments": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "fragments",
+        "TIMEOUT": 3600,
+        "OPTIONS": {"MAX_ENTRIES": env.int("FRAGMENT_CACHE_ENTRIES", default=10_000)},
+    },
+}
+
 # --- SSH ------------------------------------------------------------------------------------
 SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
 SSH_COMMAND_TIMEOUT = env.float("SSH_COMMAND_TIMEOUT", default=30.0)
