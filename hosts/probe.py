@@ -23,10 +23,10 @@ from .state import snapshot_digest
 
 MAX_SECTION_CHARS = 64 * 1024  # /metrics can be large; keep what a person needs to read
 # What each host's last probe read (hosts.parsers.reuse), for the hosts this process probes:
-# about 20 KB a host (bench/README.md, "Probe fan-out"); the bound holds a worker's share of a
-# fleet of 20,000 with room, and a host not probed for SSH_IDLE_SECONDS is forgotten with its
-# connection (hosts.services.probing).
-MEMO_MAX_HOSTS = 20_000
+# 26-68 KB a host, so at most 0.3-0.7 GB; one worker keeps at most about 7,400 hosts at a 60 s
+# interval (bench/README.md), and a host not probed for SSH_IDLE_SECONDS is forgotten with its
+# connection (hosts.services.probing), so a worker's share of a fleet of 20,000 fits.
+MEMO_MAX_HOSTS = 10_000
 section_memos = SectionMemos(MEMO_MAX_HOSTS)
 
 

@@ -199,13 +199,14 @@ def test_the_probe_keeps_one_memo_per_host_and_never_reads_another_hosts(
     assert all(o.status == "ok" for o in outcomes), [o.error for o in outcomes]
 
 
-def test_the_memos_are_bounded_and_forget_idle_hosts() -> None:
+def test_the_memos_are_bounded_keep_the_hosts_they_have_and_forget_idle_ones() -> None:
     memos = SectionMemos(max_hosts=2)
-    for host in ("a", "b", "c"):
+    for host in ("a", "b", "c", "a"):
         memos.keep(host, SectionMemo())
 
     assert len(memos) == 2
-    assert memos.begin("a")._previous == {}  # the least recently probed went first
+    # full: a new host is not kept, so the others keep being reused round after round
+    assert memos.begin("c")._previous == {} and "a" in memos._memos and "b" in memos._memos
     assert memos.forget_idle(0) == 2 and len(memos) == 0
 
 
