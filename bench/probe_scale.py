@@ -19,6 +19,13 @@ It samples each worker's CPU time and memory from /proc every 5 s, and after the
 from the database, per host, the gaps between consecutive snapshots in the measured window
 (after `--warmup` seconds, which include the first, cold round) and the age of the newest one
 at the end: the worst of these is the worst snapshot age anyone could have seen.
+
+With --against CHECKOUT (another checkout with its own .venv, e.g. the code before a change),
+the same run goes first with that checkout's code (workers, beat, simulator, registration, on
+the database `probe_scale_before`), then with this one's (`probe_scale_after`); both reports
+are printed, then each part's CPU per snapshot before and after and their ratio.
+
+    .venv/bin/python bench/probe_scale.py --hosts 1000 --workers 1 --minutes 3 --against ../base
 """
 
 from __future__ import annotations
