@@ -4,19 +4,24 @@
     .venv/bin/python bench/pages_scale.py --database postgres://postgres@127.0.0.1:5432/controlplane
     # options: --hosts 10000 --history 50000 --approvals 1000 --events 300000 --users 50
     #          --seconds 30 --think 1.0 --reuse (measure an already loaded database again)
+    #          --against ../other-checkout (serve it too, as "before", and compare)
 
-Loads a fresh PostgreSQL database (`controlplane_pages_bench`): `--hosts` hosts, each with a
-verdict and a snapshot; one of them (`gpu-00001`) with `--history` snapshots a minute apart and
-their GPU samples; `--approvals` model swaps waiting for approval, each on a host of its own;
-`--events` audit events through the real chain. Then serves the product with gunicorn
-(`--server-workers` sync workers, as the Dockerfile runs it) and sends each page's requests from
-`--users` simulated users at once, each signed in, waiting `--think` seconds between its
-requests. While the audit history is measured, a "probe storm" appends 500 audit events a
-second through `record_many`.
+Loads a fresh PostgreSQL database (`--db-name`, by default `controlplane_pages_bench`):
+`--hosts` hosts, each with a verdict and a snapshot; one of them (`gpu-00001`) with
+`--history` snapshots a minute apart and their GPU samples; `--approvals` model swaps waiting
+for approval, each on a host of its own; `--events` audit events through the real chain. Then
+serves the product with gunicorn (`--server-workers` sync workers, as the Dockerfile runs it)
+and sends each page's requests from `--users` simulated users at once, each signed in, waiting
+`--think` seconds between its requests. While the audit history is measured, a "probe storm"
+appends 500 audit events a second through `record_many`.
 
 Server time is gunicorn's own (`%(D)s` in its access log: from reading the request to the
 last byte written); the client's time on loopback is printed beside it. Each page's
 queries are counted once with Django's test client.
+
+With `--against`, a second gunicorn serves that checkout (its own .venv, the same database, the
+next port): one user's requests alternate between the two, the 50 users go to one and then the
+other, and both medians are printed with their ratio.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import scaffold
 from scaffold import loadavg, pct
@@ -131,7 +137,7 @@ def session_cookie() -> str:
     user = scaffold.bench_user("bench-anna", VIEWER, APPROVER, password="x-bench-password-1")
     store = SessionStore()
     store[SESSION_KEY] = str(user.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[BACKEND_SESSION_KEY] = "controlplane.accounts.backends.LocalPasswordBackend"
     store[HASH_SESSION_KEY] = user.get_session_auth_hash()
     store.save()
     return str(store.session_key)
@@ -186,7 +192,7 @@ def hammer(url: str, cookie: str, users: int, seconds: float, think: float) -> l
         time.sleep(random.uniform(0, think))
         while time.monotonic() < deadline:
             t = time.perf_counter()
-            r = s.get(url, timeout=30)
+            r = s.get(url, timeout=30, allow_redirects=False)  # a sign-in page is no answer
             took = time.perf_counter() - t
             if r.status_code != 200:
                 raise SystemExit(f"{url}: {r.status_code}")
@@ -210,7 +216,7 @@ def hammer_n(url: str, cookie: str, n: int) -> list[float]:
     times = []
     for _ in range(n):
         t = time.perf_counter()
-        r = s.get(url, timeout=30)
+        r = s.get(url, timeout=30, allow_redirects=False)
         times.append(time.perf_counter() - t)
         if r.status_code != 200:
             raise SystemExit(f"{url}: {r.status_code}")
@@ -222,6 +228,43 @@ def server_ms_after(log: Path, mark: int) -> list[float]:
     return [
         int(line.split()[-1]) / 1000 for line in scaffold.lines_after(log, mark) if line.strip()
     ]
+
+
+class Server:
+    """One gunicorn serving a checkout (this one, or `--against`'s) with its own access log."""
+
+    def __init__(self, label: str, checkout: Path, port: int, workers: int, db_url: str) -> None:
+        self.label, self.port = label, port
+        self.log = STATE / f"access-{label}.log"
+        self.log.unlink(missing_ok=True)
+        argv = scaffold.gunicorn_argv(port, workers, self.log, "%(U)s?%(q)s %(s)s %(D)s")
+        if checkout != scaffold.ROOT:
+            argv[0] = str(checkout / ".venv" / "bin" / "python")
+        self.proc = subprocess.Popen(
+            [*argv, "--log-level", "warning"],
+            cwd=checkout,
+            env=dict(os.environ, DATABASE_URL=db_url),
+        )
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def alone(self, path: str, cookie: str, n: int) -> list[float]:
+        """Server times (ms) of `n` requests from one user, back to back."""
+        mark = scaffold.log_size(self.log)
+        hammer_n(self.url(path), cookie, n)
+        return server_ms_after(self.log, mark)
+
+    def crowd(self, path: str, cookie: str, args: argparse.Namespace) -> dict[str, Any]:
+        """`--users` users for `--seconds`: server and client times, rate, load average."""
+        mark = scaffold.log_size(self.log)
+        load0, started = loadavg(), time.monotonic()
+        client = hammer(self.url(path), cookie, args.users, args.seconds, args.think)
+        took, load1 = time.monotonic() - started, loadavg()
+        server_ms = server_ms_after(self.log, mark)
+        return {"p50": statistics.median(server_ms), "p95": pct(server_ms, 95),
+                "c50": statistics.median(client) * 1000, "c95": pct(client, 95) * 1000,
+                "rate": len(server_ms) / took, "load": f"{load0} / {load1}"}  # fmt: skip
 
 
 def main() -> None:
@@ -237,6 +280,14 @@ def main() -> None:
     parser.add_argument("--server-workers", type=int, default=3)
     parser.add_argument("--port", type=int, default=8731)
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--db-name", default=DB_NAME, help="the scratch database's name")
+    parser.add_argument("--load-only", action="store_true", help="load the database and stop")
+    parser.add_argument("--against", type=Path, help="another checkout (with its .venv) to "
+                        "serve beside this one, alternating, as 'before'")  # fmt: skip
+    parser.add_argument("--alone", type=int, default=20, help="requests of the one user")
+    parser.add_argument("--crowd", default="", help="measure the --users phase only for pages "
+                        "named with any of these words (comma-separated)")  # fmt: skip
+    parser.add_argument("--no-crowd", action="store_true", help="one user alone only")
     parser.add_argument("--storm", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.storm:
@@ -246,7 +297,7 @@ def main() -> None:
 
     import psycopg
 
-    db_url = scaffold.fresh_database(args.database, DB_NAME, reuse=args.reuse)
+    db_url = scaffold.fresh_database(args.database, args.db_name, reuse=args.reuse)
     # Also on --reuse: a database loaded before the code's newest migration (an index) would
     # measure the old schema.
     scaffold.migrate_in_child(dict(os.environ, DATABASE_URL=db_url))
@@ -255,6 +306,8 @@ def main() -> None:
         load(args)
         with psycopg.connect(db_url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
+    if args.load_only:
+        return
     cookie = session_cookie()
     pages = {
         "fleet, first page (verdict order)": "/",
@@ -270,55 +323,87 @@ def main() -> None:
         "audit history of one host": f"/audit/?host={BIG}",
     }
     counts = query_counts(pages)
-    log = STATE / "access.log"
-    log.unlink(missing_ok=True)
-    server = subprocess.Popen(
-        [*scaffold.gunicorn_argv(args.port, args.server_workers, log, "%(U)s?%(q)s %(s)s %(D)s"),
-         "--log-level", "warning"],
-        cwd=scaffold.ROOT, env=dict(os.environ, DATABASE_URL=db_url),
-    )  # fmt: skip
+    servers = [Server("after", scaffold.ROOT, args.port, args.server_workers, db_url)]
+    if args.against:
+        before = Server("before", args.against.resolve(), args.port + 1, args.server_workers,
+                        db_url)  # fmt: skip
+        servers.insert(0, before)
+    crowd_words = [w for w in args.crowd.split(",") if w]
     storming = None
+    rows = []
     try:
         time.sleep(4)
-        rows = []
         for name, url in pages.items():
             if "probe storm" in name:
                 storming = storm(db_url)
                 time.sleep(2)
-            full = f"http://127.0.0.1:{args.port}{url}"
-            hammer(full, cookie, 5, 3, 0.2)  # warm-up
-            # one user alone, back to back: what a request costs with no queue for the CPU
-            mark = scaffold.log_size(log)
-            alone_client = hammer_n(full, cookie, 20)
-            alone = server_ms_after(log, mark)
-            mark = scaffold.log_size(log)
-            load0 = loadavg()
-            started = time.monotonic()
-            client = hammer(full, cookie, args.users, args.seconds, args.think)
-            took = time.monotonic() - started
-            load1 = loadavg()
-            server_ms = server_ms_after(log, mark)
+            for server in servers:
+                hammer(server.url(url), cookie, 5, 3, 0.2)  # warm-up
+            # one user alone, back to back: what a request costs with no queue for the CPU;
+            # with two servers, one request to each in turn, so both see the same machine
+            alone: dict[str, list[float]] = {s.label: [] for s in servers}
+            for _ in range(args.alone):
+                for server in servers:
+                    alone[server.label] += server.alone(url, cookie, 1)
+            crowd: dict[str, dict[str, Any]] = {}
+            if not args.no_crowd and (not crowd_words or any(w in name for w in crowd_words)):
+                for server in servers:
+                    crowd[server.label] = server.crowd(url, cookie, args)
             if storming is not None:
                 scaffold.stop(storming, timeout=10)
                 storming = None
-            rows.append((name, url, counts[name], len(server_ms), statistics.median(server_ms),
-                         pct(server_ms, 95), statistics.median(client) * 1000,
-                         pct(client, 95) * 1000, statistics.median(alone),
-                         len(server_ms) / took, load0, load1,
-                         statistics.median(alone_client) * 1000))  # fmt: skip
+            rows.append((name, counts[name], {k: statistics.median(v) for k, v in alone.items()},
+                         crowd, loadavg()))  # fmt: skip
             print(f"measured {name}", flush=True)
     finally:
         if storming is not None:
             storming.kill()
-        scaffold.stop(server, timeout=20)
+        for server in servers:
+            scaffold.stop(server.proc, timeout=20)
+    report(args, rows, [s.label for s in servers])
+
+
+def report(args: argparse.Namespace, rows: list[Any], labels: list[str]) -> None:
+    side = "; before and after side by side, alternating" if len(labels) > 1 else ""
     print(f"\n{args.users} users, each waiting {args.think:g} s (exponential) between requests, "
           f"{args.seconds:g} s per page; gunicorn {args.server_workers} sync workers; "
-          f"'alone': one user, 20 requests back to back, server median")  # fmt: skip
-    print(f"{'page':<42} {'queries':>7} {'alone':>8} {'req/s':>6} {'server p50':>10} {'p95':>7} "
-          f"{'client p50':>10} {'p95':>7}  load average before / after")  # fmt: skip
-    for name, _url, q, _n, p50, p95, c50, c95, a50, rate, l0, l1, _ac in rows:
-        print(f"{name:<42} {q:>7} {a50:>5.1f} ms {rate:>6.1f} {p50:>8.1f} ms {p95:>4.0f} ms "
-              f"{c50:>8.1f} ms {c95:>4.0f} ms  {l0} / {l1}")  # fmt: skip
+          f"'alone': one user, {args.alone} requests in a row, server median{side}")  # fmt: skip
+    both = len(labels) > 1
+    head = f"{'page':<36} {'queries':>7}"
+    head += "  alone before    after  ratio" if both else "    alone"
+    head += (
+        "  p95 before  after  ratio" if both else "  req/s server p50     p95 client p50     p95"
+    )
+    print(head + "  load average (after the page)")
+    for name, queries, alone, crowd, load in rows:
+        line = f"{name:<36} {queries:>7}"
+        if both:
+            b, a = alone["before"], alone["after"]
+            line += f"  {b:>9.1f} ms {a:>5.1f} ms {b / a:>5.1f}x"
+            if crowd:
+                cb, ca = crowd["before"]["p95"], crowd["after"]["p95"]
+                line += f"  {cb:>7.0f} ms {ca:>4.0f} ms {cb / ca:>5.1f}x"
+            else:
+                line += f"  {'-':>10} {'-':>7} {'-':>6}"
+        else:
+            line += f" {alone['after']:>5.1f} ms"
+            if crowd:
+                c = crowd["after"]
+                line += (f" {c['rate']:>6.1f} {c['p50']:>8.1f} ms {c['p95']:>4.0f} ms "
+                         f"{c['c50']:>8.1f} ms {c['c95']:>4.0f} ms")  # fmt: skip
+        print(f"{line}  {load}")
+    if both and any(crowd for *_, crowd, _load in rows):
+        print(
+            f"\n{'under ' + str(args.users) + ' users':<36} {'':>7}  "
+            "req/s   server p50 / p95        client p50 / p95        load average before / after"
+        )
+        for name, _q, _alone, crowd, _load in rows:
+            for label in labels:
+                if label in crowd:
+                    c = crowd[label]
+                    print(f"{name + ' (' + label + ')':<44} {c['rate']:>6.1f}  {c['p50']:>7.1f} / "
+                          f"{c['p95']:>4.0f} ms   {c['c50']:>8.1f} / {c['c95']:>5.0f} ms   "
+                          f"{c['load']}")  # fmt: skip
 
 
 if __name__ == "__main__":

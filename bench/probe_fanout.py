@@ -10,6 +10,16 @@ including parsing, storing each snapshot and its audit event. Round 1 opens ever
 later rounds reuse them. It also times the SSH part alone (`hosts.probe.probe_many`) on the
 warm connections, and checks every snapshot came back `ok`.
 
+With --against CHECKOUT (another checkout of the project with its own .venv, e.g. the code
+before a change), each size is measured in both, alternately (`--pairs` times each): the same
+child code runs with that checkout's interpreter, apps and simulator, against a fresh database
+and a fleet of its own. It prints each run, then the medians of both and their ratio (after /
+before): wall time and client CPU per host of the cold and warm rounds, and the simulator's
+CPU per probe in the warm rounds (the fleet's process, read from /proc).
+
+    .venv/bin/python bench/probe_fanout.py --sizes 500 --against ../base --pairs 3 \
+        --database postgres://postgres@127.0.0.1:5432/controlplane
+
 With --peers-dir (the OpenSSH fleet in ../shared/peers, started with its fleet/start.sh), the
 same SSH path probes those hosts with the peers' own probe command instead, for a side-by-side
 with the tools measured there.
@@ -26,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import scaffold
 
@@ -35,6 +46,20 @@ def _cpu() -> float:
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of another process (the fleet), from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / scaffold.CLK_TCK
+
+
+def _use_checkout(root: str) -> None:
+    """Import the apps (and run manage.py) from `root` instead of this script's checkout."""
+    mine = str(scaffold.ROOT)
+    sys.path[:] = [p for p in sys.path if p != mine]
+    scaffold.ROOT = Path(root).resolve()
+    sys.path.insert(0, str(scaffold.ROOT))
 
 
 def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
@@ -59,12 +84,14 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
         assert len(hosts) == n, f"registered {len(hosts)} hosts, expected {n}"
         walls = []
         cpus = []  # this process's CPU: the client's whole cost (the fleet is another process)
+        sim_cpus = []  # the fleet's
         statuses: dict[str, int] = {}
         for _ in range(rounds):
-            started, cpu = time.perf_counter(), _cpu()
+            started, cpu, sim_cpu = time.perf_counter(), _cpu(), _process_cpu(fleet.pid)
             snapshots = services.hosts_probe(hosts=hosts, trigger="schedule", integrity=False)
             walls.append(time.perf_counter() - started)
             cpus.append(_cpu() - cpu)
+            sim_cpus.append(_process_cpu(fleet.pid) - sim_cpu)
             for snap in snapshots:
                 statuses[snap.status] = statuses.get(snap.status, 0) + 1
         jobs = [
@@ -86,6 +113,7 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
             "warm_ssh_only_s": statistics.median(ssh_walls),
             "cold_cpu_s": cpus[0],
             "warm_cpu_s": statistics.median(cpus[1:]) if rounds > 1 else None,
+            "warm_sim_cpu_s": statistics.median(sim_cpus[1:]) if rounds > 1 else None,
             "statuses": statuses,
             "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
         }
@@ -93,24 +121,42 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
         scaffold.stop(fleet, timeout=20)
 
 
-def run_size(n: int, args: argparse.Namespace) -> dict:
+def run_size(n: int, args: argparse.Namespace, checkout: str | None = None) -> dict:
+    """One child's figures for `n` hosts, with this checkout's code or `checkout`'s."""
+    python, root = sys.executable, []
+    if checkout is not None:
+        python = str(Path(checkout, ".venv", "bin", "python"))
+        root = ["--root", checkout]
     with tempfile.TemporaryDirectory(prefix="probe-bench-") as tmp:
         env = dict(os.environ, BENCH_TMP=tmp, AUDIT_CHECKPOINT_DIR=str(Path(tmp) / "ckpt"))
         if args.database:
             # a previous size's fleet may still be closing its sessions: force
+            # this run's own: another run (of the other checkout, or someone else's) may
+            # still be closing its sessions on one of the same name
             env["DATABASE_URL"] = scaffold.fresh_database(
-                args.database, f"controlplane_bench_{n}", force=True
+                args.database, f"probe_fanout_{os.getpid()}_{n}", force=True
             )
         else:
             env["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(n), "--rounds", str(args.rounds),
-             "--base-port", str(args.base_port), "--concurrency", str(args.concurrency)],
-            env=env, cwd=scaffold.ROOT, capture_output=True, text=True, check=False,
+            [python, __file__, "--child", str(n), "--rounds", str(args.rounds),
+             "--base-port", str(args.base_port), "--concurrency", str(args.concurrency), *root],
+            env=env, cwd=checkout or scaffold.ROOT, capture_output=True, text=True, check=False,
         )  # fmt: skip
+        if args.database:
+            _drop_database(env["DATABASE_URL"])
         if out.returncode != 0:
             raise SystemExit(f"N={n} failed:\n{out.stdout}\n{out.stderr}")
         return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _drop_database(url: str) -> None:
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    maintenance = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def _peer_rounds(
@@ -164,6 +210,44 @@ def peers(args: argparse.Namespace) -> None:
         )
 
 
+def _per_host_ms(seconds: float, n: int) -> float:
+    return 1000 * seconds / n
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """Each size in --against's checkout (before) and this one (after), alternately."""
+    print(f"before: {Path(args.against).resolve()}, after: {scaffold.ROOT}; load average "
+          f"{scaffold.loadavg()}", flush=True)  # fmt: skip
+    print(f"{'hosts':>6} {'run':>7} {'cold s':>7} {'warm s':>7} {'cold CPU ms/h':>14} "
+          f"{'warm CPU ms/h':>14} {'sim CPU ms/probe':>17}  statuses", flush=True)  # fmt: skip
+    for n in args.sizes:
+        runs: dict[str, list[dict]] = {"before": [], "after": []}
+        for _ in range(args.pairs):
+            for label, checkout in (("before", args.against), ("after", None)):
+                r = run_size(n, args, checkout)
+                runs[label].append(r)
+                print(
+                    f"{n:>6} {label:>7} {r['cold_s']:>7.2f} {r['warm_s']:>7.2f} "
+                    f"{_per_host_ms(r['cold_cpu_s'], n):>14.2f} "
+                    f"{_per_host_ms(r['warm_cpu_s'], n):>14.2f} "
+                    f"{_per_host_ms(r['warm_sim_cpu_s'], n):>17.2f}  {r['statuses']}",
+                    flush=True,
+                )
+        print(f"medians of {args.pairs} runs each, N={n} (load average {scaffold.loadavg()}):")
+        for key, what, per_host in (
+            ("cold_s", "cold round, wall s", False),
+            ("warm_s", "warm round, wall s", False),
+            ("cold_cpu_s", "cold round, client CPU ms/host", True),
+            ("warm_cpu_s", "warm round, client CPU ms/host", True),
+            ("warm_sim_cpu_s", "warm round, simulator CPU ms/probe", True),
+        ):
+            before, after = (statistics.median(r[key] for r in runs[k]) for k in runs)
+            if per_host:
+                before, after = _per_host_ms(before, n), _per_host_ms(after, n)
+            print(f"  {what:<36} before {before:>7.2f}  after {after:>7.2f}  "
+                  f"after/before {after / before:.2f}")  # fmt: skip
+
+
 def main() -> None:
     parser = scaffold.parser_for(__doc__)
     parser.add_argument(
@@ -176,13 +260,23 @@ def main() -> None:
     parser.add_argument(
         "--peers-dir", help="probe the running peers fleet instead of the simulator"
     )
+    parser.add_argument(
+        "--against", metavar="CHECKOUT", help="measure this checkout too, alternately (before)"
+    )
+    parser.add_argument("--pairs", type=int, default=3, help="with --against: runs of each")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.root:
+            _use_checkout(args.root)
         print(json.dumps(child(args.child, args.rounds, args.base_port, args.concurrency)))
         return
     if args.peers_dir:
         peers(args)
+        return
+    if args.against:
+        side_by_side(args)
         return
     print(f"{'hosts':>6} {'cold s':>8} {'hosts/s':>8} {'warm s':>8} {'hosts/s':>8} "
           f"{'cold/warm':>9} {'ssh-only warm s':>16} {'client CPU cold':>16} "

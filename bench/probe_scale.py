@@ -19,6 +19,13 @@ It samples each worker's CPU time and memory from /proc every 5 s, and after the
 from the database, per host, the gaps between consecutive snapshots in the measured window
 (after `--warmup` seconds, which include the first, cold round) and the age of the newest one
 at the end: the worst of these is the worst snapshot age anyone could have seen.
+
+With --against CHECKOUT (another checkout with its own .venv, e.g. the code before a change),
+the same run goes first with that checkout's code (workers, beat, simulator, registration, on
+the database `probe_scale_before`), then with this one's (`probe_scale_after`); both reports
+are printed, then each part's CPU per snapshot before and after and their ratio.
+
+    .venv/bin/python bench/probe_scale.py --hosts 1000 --workers 1 --minutes 3 --against ../base
 """
 
 from __future__ import annotations
@@ -27,13 +34,21 @@ import argparse
 import json
 import os
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
+
+# --root CHECKOUT (what --against runs): that checkout's scaffold, so the workers, beat, the
+# simulator and the registration all run its code with its interpreter.
+if "--root" in sys.argv:
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--root") + 1]).resolve() / "bench"))
 
 import scaffold
 from scaffold import CLK_TCK, loadavg, machine_busy, postgres_cpu
 
-STATE = scaffold.ROOT / ".run" / "bench-scale"
+# logs, beat's schedule and checkpoints: in this script's checkout, whichever code runs
+STATE = Path(__file__).resolve().parent.parent / ".run" / "bench-scale"
 DB_NAME = "controlplane_scale_bench"
 
 
@@ -116,7 +131,7 @@ def ages(window_start: float, window_end: float) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict:
     STATE.mkdir(parents=True, exist_ok=True)
-    db_url = scaffold.fresh_database(args.database, DB_NAME, reuse=args.reuse)
+    db_url = scaffold.fresh_database(args.database, args.db_name, reuse=args.reuse)
     env = dict(os.environ, DATABASE_URL=db_url)
     if not args.reuse:
         scaffold.migrate_in_child(env)
@@ -243,6 +258,36 @@ def report(r: dict) -> None:
           f"at its end {r['load_average_end']}")  # fmt: skip
 
 
+def side_by_side(args: argparse.Namespace) -> None:
+    """The measurement with --against's checkout (before), then with this one (after), each in
+    a process of its own on a fresh database of its own; both reports, then the ratios."""
+    results = {}
+    forwarded = [a for a in sys.argv[1:] if a not in (args.against, "--against")]
+    forwarded = [a for a in forwarded if not a.startswith("--against=")]
+    for label, checkout in (("before", args.against), ("after", None)):
+        python = str(Path(checkout, ".venv", "bin", "python")) if checkout else sys.executable
+        root = ["--root", str(Path(checkout).resolve())] if checkout else []
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            print(f"--- {label}: {checkout or scaffold.ROOT} ({time.strftime('%H:%M:%S')}, load "
+                  f"average {loadavg()})", flush=True)  # fmt: skip
+            subprocess.run(
+                [python, __file__, *forwarded, *root, "--db-name", f"probe_scale_{label}",
+                 "--json", out.name],
+                cwd=checkout or scaffold.ROOT, check=True,
+            )  # fmt: skip
+            results[label] = json.loads(Path(out.name).read_text())
+    per = {}
+    for label, r in results.items():
+        window = r.get("window_s") or r["minutes"] * 60
+        per[label] = {k: r[k] * window / r["snapshots"] * 1000 for k in
+                      ("worker_cores", "sim_cpu_share", "postgres_cpu_share")}  # fmt: skip
+    print("\nCPU per snapshot, before -> after (after/before):")
+    for key, what in (("worker_cores", "workers"), ("sim_cpu_share", "simulator"),
+                      ("postgres_cpu_share", "PostgreSQL")):  # fmt: skip
+        before, after = per["before"][key], per["after"][key]
+        print(f"  {what:<10} {before:6.2f} ms -> {after:6.2f} ms  ({after / before:.2f})")
+
+
 def main() -> None:
     parser = scaffold.parser_for(__doc__)
     parser.add_argument("--hosts", type=int, default=1000)
@@ -254,11 +299,21 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200, help="PROBE_CONCURRENCY")
     parser.add_argument("--database", default=scaffold.DEFAULT_DATABASE)
     parser.add_argument("--reuse", action="store_true", help="keep the loaded database")
+    parser.add_argument("--db-name", default=DB_NAME, help="the scratch database's name")
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--report", metavar="JSON", help="print the figures a run saved")
+    parser.add_argument(
+        "--against",
+        metavar="CHECKOUT",
+        help="run the same measurement with that checkout's code first (before), then this one's",
+    )
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.report:
         report(json.loads(Path(args.report).read_text()))
+        return
+    if args.against:
+        side_by_side(args)
         return
     args.sim_procs = args.sim_procs or scaffold.sim_slices_for(args.hosts)
     result = run(args)

@@ -16,6 +16,7 @@ from controlplane.settings_parts import api as api_settings
 from controlplane.settings_parts import csp, log_config, sign_in
 from controlplane.settings_parts.audit_streams import audit_streams
 from controlplane.settings_parts.beat import beat_schedule
+from controlplane.settings_parts.caches import caches_config
 from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
 from controlplane.settings_parts.templates import templates_config
 from controlplane.settings_parts.validation import (
@@ -127,9 +128,7 @@ LOCAL_LOGIN = env.str("LOCAL_LOGIN", default="on").strip().lower()
 OIDC_ISSUER = env.str("OIDC_ISSUER", default="").strip().rstrip("/")
 OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="").strip()
 OIDC_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")  # never rendered nor logged
-OIDC_ENDPOINTS = {
-    key: env.str(name, default="").strip() for key, name in sign_in.ENDPOINT_SETTINGS.items()
-}
+OIDC_ENDPOINTS = {k: env.str(n, default="").strip() for k, n in sign_in.ENDPOINT_SETTINGS.items()}
 OIDC_SCOPES = sign_in.scopes_parse(env.str("OIDC_SCOPES", default="openid profile email"))
 OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="groups").strip()
 OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="single sign-on").strip()
@@ -205,13 +204,15 @@ SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token is sent via hx-headers on <body>
 X_FRAME_OPTIONS = "DENY"
-
-# --- Content-Security-Policy (django-csp): enforced, fixed, in controlplane/settings_parts/csp.py
+# Content-Security-Policy (django-csp): enforced, fixed, in controlplane/settings_parts/csp.py
 CONTENT_SECURITY_POLICY = csp.CONTENT_SECURITY_POLICY
 
 # --- the rules -------------------------------------------------------------------------------
 SNAPSHOT_MAX_AGE_SECONDS = env.int("SNAPSHOT_MAX_AGE_SECONDS", default=300)
 APPROVAL_TTL_SECONDS = env.int("APPROVAL_TTL_SECONDS", default=1800)
+
+# --- caches (settings_parts/caches.py): rendered fragments of the fleet and host pages, bounded
+CACHES = caches_config(fragment_entries=env.int("FRAGMENT_CACHE_ENTRIES", default=10_000))
 
 # --- SSH ------------------------------------------------------------------------------------
 SSH_CONNECT_TIMEOUT = env.float("SSH_CONNECT_TIMEOUT", default=10.0)
@@ -386,8 +387,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
             "deployments.tasks.recover_interrupted_jobs",
             JOB_RECOVERY_SWEEP_SECONDS,
         ),
-        # A maintenance whose end time passed is over at once (Host.in_maintenance); this
-        # records that it ended and clears it from the host.
+        # records the end of a maintenance whose end time passed (over at once regardless)
         "end-maintenance": ("hosts.tasks.end_maintenance", 60),
         "rollouts-sweep": ("deployments.tasks.rollouts_sweep", ROLLOUT_SWEEP_SECONDS),
         "webhook-requeue": (

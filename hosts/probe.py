@@ -11,14 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import commands, probe_sections
-from .parsers import ProbeParse, parse_probe
+from .parsers import ProbeParse
 from .parsers.api_keys import unit_api_key
+from .parsers.common import Section
 from .parsers.http import parse_http
+from .parsers.probe import parse_sections
+from .parsers.reuse import SectionMemos
 from .parsers.sections import split_sections
 from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
 from .state import snapshot_digest
 
 MAX_SECTION_CHARS = 64 * 1024  # /metrics can be large; keep what a person needs to read
+# What each host's last probe read (hosts.parsers.reuse), for the hosts this process probes:
+# 26-68 KB a host, so at most 0.3-0.7 GB; one worker keeps at most about 7,400 hosts at a 60 s
+# interval (bench/README.md), and a host not probed for SSH_IDLE_SECONDS is forgotten with its
+# connection (hosts.services.probing), so a worker's share of a fleet of 20,000 fits.
+MEMO_MAX_HOSTS = 10_000
+section_memos = SectionMemos(MEMO_MAX_HOSTS)
 
 
 @dataclass
@@ -81,21 +90,33 @@ async def probe(
             presented_key=failure.presented_key,
         )
     output = result.stdout + result.stderr
-    output += await _with_api_keys(
-        pool, target, spec, output, connect_timeout=connect_timeout, command_timeout=command_timeout
+    sections = split_sections(output)
+    again = await _with_api_keys(
+        pool,
+        target,
+        spec,
+        sections,
+        connect_timeout=connect_timeout,
+        command_timeout=command_timeout,
     )
+    if again:  # framed as the script frames it: the later section replaces the first
+        sections = split_sections(output + again)
     units = [server.unit for server in spec.servers]
     checked = [s.unit for s in spec.servers if spec.integrity and s.engine_python]
     # The parse redacts secrets in the sections it returns; raw output is stored only from
-    # those, never from `result` itself.
-    parse = parse_probe(
-        output,
+    # those, never from `result` itself. The host's previous probe's memo spares reading again
+    # what did not change since (hosts.parsers.reuse).
+    memo = section_memos.begin(target.pool_key)
+    parse = parse_sections(
+        sections,
         units,
         integrity=checked,
         environment_files={s.unit: s.environment_files for s in spec.servers},
         journal_lines={s.unit: s.journal_lines for s in spec.servers},
         gpu_diagnostic=spec.gpu_diagnostic,
+        memo=memo,
     )
+    section_memos.keep(target.pool_key, memo)
     parsed = parse.state.to_json()
     problems = parse.state.problems
     return ProbeOutcome(
@@ -112,7 +133,7 @@ async def _with_api_keys(
     pool: ConnectionPool,
     target: SSHTarget,
     spec: commands.ProbeSpec,
-    output: str,
+    sections: dict[str, Section],
     *,
     connect_timeout: float,
     command_timeout: float,
@@ -122,7 +143,6 @@ async def _with_api_keys(
     from the unit and its environment files in `output` (api_keys.unit_api_key), sent on curl's
     stdin, and forgotten; a server whose key is not found keeps its 401, which the parse records
     as a problem."""
-    sections = split_sections(output)
     again = ""
     for server in spec.servers:
         name = probe_sections.MODELS.name(server.unit)

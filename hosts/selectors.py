@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import hashlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -19,7 +21,7 @@ from controlplane.redaction import REDACTED, is_secret_name, redact_data, redact
 from .choices import SnapshotStatus, Verdict
 from .gpu_facts import gpu_fault_notes, nvlink_summary
 from .models import Host, HostHealth, StateSnapshot
-from .scope import hosts_group_ids_prefetch, hosts_visible, rows_visible
+from .scope import hosts_group_ids_prefetch, hosts_visible
 from .state import DeploymentState, GpuState, HostState, Problem, problem_lines
 
 # Statuses a decision can rest on (a partial one with an acknowledgement).
@@ -28,12 +30,28 @@ USABLE_STATUSES = {SnapshotStatus.OK, SnapshotStatus.PARTIAL}
 
 @dataclass
 class FleetRow:
+    """A host's row on the fleet page. `key` digests every fact its template reads (see
+    fleet_row_key); `summary` and `last_good` are filled by fleet_row_summarize, only for the
+    rows that are rendered rather than found in the cache."""
+
     host: Host
     health: HostHealth | None
     snapshot: StateSnapshot | None
-    summary: dict[str, Any]
-    last_good: dict[str, Any] | None  # for hosts that cannot be read now
-    next_probe_in: float | None  # seconds; negative when overdue
+    integrity: StateSnapshot | None  # the newest that checked the engine's files
+    last_good_snapshot: StateSnapshot | None  # for hosts that cannot be read now
+    now: Any
+    in_maintenance: bool = False
+    key: str = ""
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    last_good: dict[str, Any] | None = None
+    summarized: bool = False
+
+    @property
+    def next_probe_at(self) -> Any:
+        """When the host falls due (None: never probed, due now)."""
+        if self.host.last_probe_at is None:
+            return None
+        return self.host.last_probe_at + dt.timedelta(seconds=self.host.probe_interval_seconds)
 
 
 def fleet_page(
@@ -50,8 +68,8 @@ def fleet_page(
     in a fixed number of queries whatever the fleet's size, and a note when `page` was not a
     page of it. `group` keeps the hosts of one host group (by name).
 
-    Each row reads only the parts of its snapshots' state that it shows (ROW_STATE_KEYS): at
-    50 rows a page, decoding whole snapshots was most of the page's cost."""
+    The snapshots are read without their state: a row found in the cache needs only their
+    headers (fleet_row_key); fleet_rows_read_state reads the rest for the rows rendered."""
     matching = hosts_visible(user)
     if verdict:
         matching = matching.filter(health__verdict=verdict)
@@ -91,7 +109,7 @@ def fleet_page(
             host.newest_integrity,  # type: ignore[attr-defined]
             health.last_good_snapshot_id if health is not None else None,
         }
-    snapshots = row_snapshots(wanted - {None})
+    snapshots = StateSnapshot.objects.defer("parsed", "raw_index").in_bulk(wanted - {None})
     rows = []
     for host in hosts:
         health = getattr(host, "health", None)
@@ -114,15 +132,26 @@ def fleet_page(
 ROW_STATE_KEYS = ("gpus", "problems", "deployments")
 
 
-def row_snapshots(ids: Iterable[int]) -> dict[int, StateSnapshot]:
-    """Snapshots by id, each carrying `row_state`: the parts of its state a fleet row shows,
-    as HostState. Their `parsed` is not loaded: fleet_row reads `row_state` instead."""
+def fleet_rows_read_state(rows: Iterable[FleetRow]) -> None:
+    """Give the snapshots of `rows` that fleet_page read without their state the part of it a
+    row shows (`row_state`, a HostState), in one query: at 50 rows a page, decoding whole
+    snapshots was most of the page's cost."""
+    snapshots = [
+        snapshot
+        for row in rows
+        for snapshot in (row.snapshot, row.integrity, row.last_good_snapshot)
+        if snapshot is not None and "parsed" in snapshot.get_deferred_fields()
+    ]
     parts = {f"row_{key}": KeyTransform(key, "parsed") for key in ROW_STATE_KEYS}
-    found = StateSnapshot.objects.defer("parsed", "raw_index").annotate(**parts).in_bulk(ids)
-    for snapshot in found.values():
-        partial = {key: getattr(snapshot, f"row_{key}") for key in ROW_STATE_KEYS}
+    found = {
+        pk: values
+        for pk, *values in StateSnapshot.objects.filter(pk__in={s.pk for s in snapshots})
+        .annotate(**parts)
+        .values_list("pk", *parts)
+    }
+    for snapshot in snapshots:
+        partial = dict(zip(ROW_STATE_KEYS, found.get(snapshot.pk, [None] * 3), strict=True))
         snapshot.row_state = HostState.from_json(partial)  # type: ignore[attr-defined]
-    return found
 
 
 def fleet_row(
@@ -136,32 +165,70 @@ def fleet_row(
 ) -> FleetRow:
     """A host's row on the fleet page. Its newest snapshot, the newest that checked the
     engine's files, and its last good one are looked up here unless the caller did
-    (`looked_up`: None means none; the caller's may carry only a row's state, row_snapshots)."""
+    (`looked_up`: None means none; the caller's may be read without their state, then
+    fleet_rows_read_state reads the part a row shows before fleet_row_summarize)."""
     now = now or timezone.now()
     health = getattr(host, "health", None)
     if not looked_up:
         snapshot = latest_snapshot(host)
         integrity = latest_integrity_snapshot(host)
-    last_good_summary = None
     unreadable = snapshot is None or snapshot.status not in USABLE_STATUSES
     if unreadable and not looked_up and health is not None:
         last_good = health.last_good_snapshot
-    if last_good is not None and unreadable:
-        last_good_summary = _summary_of(last_good, now)
-        last_good_summary["snapshot"] = last_good
-    due = None
-    if host.last_probe_at is not None:
-        due = host.probe_interval_seconds - (now - host.last_probe_at).total_seconds()
-    summary = _summary_of(snapshot, now)
-    if summary.get("integrity") is None and integrity is not None:
+    row = FleetRow(
+        host,
+        health,
+        snapshot,
+        integrity if (snapshot is None or snapshot.pk != getattr(integrity, "pk", None)) else None,
+        last_good if unreadable else None,
+        now,
+        in_maintenance=host.in_maintenance(now),
+    )
+    row.key = fleet_row_key(row)
+    return row
+
+
+def fleet_row_key(row: FleetRow) -> str:
+    """A digest of every fact the fleet row's template reads: each column of the host and of
+    its health, and which snapshots it shows (a snapshot's state does not change: its id, status
+    and digest name it). A new snapshot, verdict, maintenance, host key or setting gives a new
+    key; the clocks are not in it (the row leaves them as holes, hosts.templatetags.fleet_rows).
+    Whether maintenance lasts now is: the one fact that changes with no write."""
+    host, health = row.host, row.health
+    facts = [
+        tuple(getattr(host, f.attname) for f in Host._meta.concrete_fields),
+        tuple(getattr(health, f.attname) for f in HostHealth._meta.concrete_fields)
+        if health is not None
+        else None,
+        *(
+            (s.pk, s.status, s.digest, s.taken_at) if s is not None else None
+            for s in (row.snapshot, row.integrity, row.last_good_snapshot)
+        ),
+        row.in_maintenance,
+        settings.SNAPSHOT_MAX_AGE_SECONDS,
+        timezone.get_current_timezone_name(),  # the times in its tooltips
+    ]
+    return hashlib.blake2b(repr(facts).encode(), digest_size=20).hexdigest()
+
+
+def fleet_row_summarize(row: FleetRow) -> FleetRow:
+    """Fill the row's summary (and its last good snapshot's) from its snapshots' state."""
+    if row.summarized:
+        return row
+    row.summary = _summary_of(row.snapshot, row.now)
+    if row.last_good_snapshot is not None:
+        row.last_good = _summary_of(row.last_good_snapshot, row.now)
+        row.last_good["snapshot"] = row.last_good_snapshot
+    if row.summary.get("integrity") is None and row.integrity is not None:
         # Engine files are checked on their own, slower schedule: show the newest check.
-        summary["integrity"] = integrity_summary(_state_of(integrity))
-        summary["integrity_age"] = integrity.age_seconds(now)
-    return FleetRow(host, health, snapshot, summary, last_good_summary, due)
+        row.summary["integrity"] = integrity_summary(_state_of(row.integrity))
+        row.summary["integrity_taken_at"] = row.integrity.taken_at
+    row.summarized = True
+    return row
 
 
 def _state_of(snapshot: StateSnapshot) -> HostState:
-    """The row's part of the state when row_snapshots read it, else the whole state."""
+    """The row's part of the state when fleet_rows_read_state read it, else the whole state."""
     row_state: HostState | None = getattr(snapshot, "row_state", None)
     return row_state if row_state is not None else snapshot.state()
 
@@ -170,19 +237,30 @@ def _summary_of(snapshot: StateSnapshot | None, now: Any) -> dict[str, Any]:
     return snapshot_summary(snapshot, state=_state_of(snapshot) if snapshot else None, now=now)
 
 
-def fleet_verdict_counts(*, user: Any) -> dict[str, int]:
-    """How many of the hosts `user` sees have each verdict (hosts never judged count as
-    unknown)."""
-    judged = rows_visible(user, HostHealth.objects.all())
-    counts = dict(judged.values_list("verdict").annotate(n=Count("host")).order_by())
-    never = hosts_visible(user, Host.objects.filter(health=None)).count()
-    counts["unknown"] = counts.get("unknown", 0) + never
-    return {v: counts.get(v, 0) for v in Verdict.values}
+@dataclass
+class FleetCounts:
+    verdicts: dict[str, int]  # by verdict, every one (hosts never judged count as unknown)
+    in_maintenance: int  # now
 
 
-def fleet_maintenance_count(*, user: Any) -> int:
-    """How many of the hosts `user` sees are in maintenance now."""
-    return hosts_visible(user).filter(maintenance_until__gt=timezone.now()).count()
+def fleet_counts(*, user: Any) -> FleetCounts:
+    """How many of the hosts `user` sees have each verdict, and how many are in maintenance
+    now: one pass over the hosts (three queries counted the same rows three times)."""
+    now = timezone.now()
+    unknown = Q(health__verdict=Verdict.UNKNOWN) | Q(health__isnull=True)
+    counts = hosts_visible(user).aggregate(
+        **{
+            f"verdict_{v}": Count(
+                "pk", filter=unknown if v == Verdict.UNKNOWN else Q(health__verdict=v)
+            )
+            for v in Verdict.values
+        },
+        in_maintenance=Count("pk", filter=Q(maintenance_until__gt=now)),
+    )
+    return FleetCounts(
+        verdicts={v: counts[f"verdict_{v}"] for v in Verdict.values},
+        in_maintenance=counts["in_maintenance"],
+    )
 
 
 def newest_snapshot_id(**filters: Any) -> Subquery:
@@ -212,17 +290,29 @@ def latest_integrity_snapshot(host: Host) -> StateSnapshot | None:
     return _newest(host.snapshots.filter(includes_integrity=True), 1).first()
 
 
+HISTORY_SHOWN = ("id", "host_id", "taken_at", "status", "trigger", "duration_ms", "digest")
+
+
 def snapshot_history(host: Host, limit: int = 50) -> QuerySet[StateSnapshot]:
     """The newest snapshots as the host page lists them: their headers, not their contents."""
-    shown = ("id", "host_id", "taken_at", "status", "trigger", "duration_ms", "digest")
-    return _newest(host.snapshots.all(), limit).only(*shown)
+    return _newest(host.snapshots.all(), limit).only(*HISTORY_SHOWN)
+
+
+def fragment_key(rows: Iterable[Any], shown: Iterable[str]) -> str:
+    """A digest of the fields a page fragment shows of each of `rows` (and of the time zone
+    its times are shown in): the key it is cached under ("fragments"), which changes with any
+    of them. For rows that do not change once written (snapshots, audit events)."""
+    names = tuple(shown)
+    facts: list[Any] = [tuple(getattr(row, name) for name in names) for row in rows]
+    facts.append(timezone.get_current_timezone_name())
+    return hashlib.blake2b(repr(facts).encode(), digest_size=20).hexdigest()
 
 
 def snapshot_summary(
     snapshot: StateSnapshot | None, *, state: HostState | None = None, now: Any = None
 ) -> dict[str, Any]:
     """The handful of facts a dashboard row or a change form shows (from `state` when the
-    caller read the snapshot's state, or the part of it this needs: row_snapshots)."""
+    caller read the snapshot's state, or the part of it this needs: fleet_rows_read_state)."""
     if snapshot is None:
         return {
             "service": "never probed", "model": "", "gpus": [], "inflight": None, "age": None,

@@ -31,7 +31,7 @@ class GpuErrors:
     mig_mode: bool | None = None  # MIG partitioning on (None: the GPU has no MIG)
 
 
-@dataclass
+@dataclass(slots=True)  # a worker keeps 18 per GPU of each host it probes (hosts.parsers.reuse)
 class NvLink:
     link: int
     active: bool = True
@@ -45,7 +45,7 @@ class NvLink:
         return (self.replay_errors or 0) + (self.recovery_errors or 0) + (self.crc_errors or 0)
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuNvLinks:
     """The NVLinks of one GPU (`nvlink_status`, `nvlink_errors`)."""
 

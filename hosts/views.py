@@ -23,6 +23,9 @@ from .forms import FleetFilterForm
 from .models import Host, StateSnapshot
 from .scope import host_groups_of, host_groups_shown, hosts_visible, rows_visible
 
+# What the host page's audit timeline shows of each event (audit/partials/host_timeline.html).
+TIMELINE_SHOWN = ("seq", "created_at", "actor", "action", "target_label", "snapshot_id", "host_id")
+
 
 def _host(request: HttpRequest, name: str, hosts: QuerySet[Host] | None = None) -> Host:
     """The host named `name` if the user sees it: one outside their scope is a 404, exactly
@@ -60,6 +63,7 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
     )
     query = request.GET.copy()
     query.pop("page", None)
+    counts = selectors.fleet_counts(user=request.user) if whole_page else None
     return {
         "form": form,
         "page": page,
@@ -67,9 +71,9 @@ def _fleet_context(request: HttpRequest, *, whole_page: bool) -> dict[str, Any]:
         "rows": rows,
         "query": query.urlencode(),
         "max_age": settings.SNAPSHOT_MAX_AGE_SECONDS,
-        "verdicts": selectors.fleet_verdict_counts(user=request.user) if whole_page else {},
+        "verdicts": counts.verdicts if counts else {},
         "groups": host_groups_shown(user=request.user) if whole_page else [],
-        "in_maintenance": selectors.fleet_maintenance_count(user=request.user) if whole_page else 0,
+        "in_maintenance": counts.in_maintenance if counts else 0,
     }
 
 
@@ -95,15 +99,19 @@ def host_detail(request: HttpRequest, name: str) -> HttpResponse:
     host = _host(request, name, Host.objects.select_related("credential", "health"))
     snapshot = selectors.latest_snapshot(host)
     context = _row_context(host, snapshot)
+    history = selectors.snapshot_history(host)
+    timeline = audit_selectors.host_timeline(host.pk)
     context.update(
         health=getattr(host, "health", None),
-        history=selectors.snapshot_history(host),
+        history=history,
+        history_key=selectors.fragment_key(history, selectors.HISTORY_SHOWN),
         parity=selectors.host_parity(snapshot),
         deployments=host.deployments.select_related("model", "current_revision"),
         changes=host.changes.select_related("deployment").order_by("-created_at")[:10],
         integrity_snapshot=selectors.latest_integrity_snapshot(host),
         diagnostic=selectors.gpu_diagnostic_shown(host),
-        timeline_events=audit_selectors.host_timeline(host.pk),
+        timeline_events=timeline,
+        timeline_key=selectors.fragment_key(timeline, TIMELINE_SHOWN),
         groups=host_groups_of(host),
     )
     return render(request, "hosts/host_detail.html", context)

@@ -2,19 +2,24 @@
 
 from django.db import migrations, models
 
+from controlplane.migration_ops import AddIndexConcurrently, RemoveIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    # CONCURRENTLY: probes and audit appends go on while the index builds (migration_ops)
+    atomic = False
+
     dependencies = [
         ("hosts", "0005_probe_claimed_at"),
     ]
 
     # the new indexes first: the old ones serve until the new ones exist
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="statesnapshot",
             index=models.Index(fields=["host", "-taken_at", "-id"], name="snapshot_host_newest"),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="statesnapshot",
             index=models.Index(
                 condition=models.Q(("includes_integrity", True)),
@@ -22,11 +27,11 @@ class Migration(migrations.Migration):
                 name="snapshot_host_newest_check",
             ),
         ),
-        migrations.RemoveIndex(
+        RemoveIndexConcurrently(
             model_name="statesnapshot",
             name="snapshot_host_latest",
         ),
-        migrations.RemoveIndex(
+        RemoveIndexConcurrently(
             model_name="statesnapshot",
             name="snapshot_host_integrity",
         ),

@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from controlplane.redaction import redact_text
 
 from ..state import Problem
 from .common import NO_OUTPUT, ParseError, Section, excerpt, first_line
+from .reuse import SectionMemo
+
+T = TypeVar("T")
 
 
 class Collector:
     """Problems of one probe parse, and the sections they come from."""
 
-    def __init__(self, sections: dict[str, Section]) -> None:
+    def __init__(self, sections: dict[str, Section], memo: SectionMemo | None = None) -> None:
         self.sections = sections
         self.problems: list[Problem] = []
+        self.memo = memo
+
+    def reuse(self, section: Section, key: Hashable, read: Callable[[], T]) -> T:
+        """`read()`, which reads `section` alone (and what `key` names) and adds its problems
+        here; or, when the host's previous probe read the same output the same way, what it
+        gave then, with the same problems (hosts.parsers.reuse). What it returns may be shared
+        with that probe's state: never change it in place."""
+        if self.memo is None:
+            return read()
+        memo_key = (section.name, key)
+        found, value, problems = self.memo.lookup(memo_key, section)
+        if found:
+            self.problems.extend(Problem(p.section, p.message) for p in problems)
+            return value  # type: ignore[no-any-return]
+        before = len(self.problems)
+        value = read()
+        self.memo.store(memo_key, section, value, self.problems[before:])
+        return value
 
     def add(self, section: str, message: str) -> None:
         # A message may quote the host's output: redacted before it is cut, so a cut cannot

@@ -4,6 +4,7 @@ query), the driver and CUDA versions, and the interconnect topology matrix."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 
 from ..commands import GPU_DETAIL_FIELDS
@@ -177,7 +178,9 @@ def parse_topology(text: str) -> Topology:
     cpu, numa = [], []
     for gpu in gpus:
         cells = [c.strip() for c in matrix.get(gpu, [])]
-        row = cells[: len(gpus)]
+        # one string per link kind, not one per cell: a worker keeps each host's last
+        # topology (hosts.parsers.reuse)
+        row = [sys.intern(c) for c in cells[: len(gpus)]]
         if len(row) != len(gpus) or not all(_LINK_RE.fullmatch(c) for c in row):
             raise ParseError(f"{gpu} has no link to every GPU: {excerpt(' '.join(cells), 120)!r}")
         if row[gpus.index(gpu)] != "X":

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .collector import Collector
+from .common import Section
 
 
 def read_smi(
@@ -15,6 +16,15 @@ def read_smi(
     section = out.take(name)
     if section is None:
         return []
+    return out.reuse(
+        section, (read_smi, parse, benign_exit), lambda: _read_smi(out, section, parse, benign_exit)
+    )
+
+
+def _read_smi(
+    out: Collector, section: Section, parse: Callable[..., list[Any]], benign_exit: int
+) -> list[Any]:
+    name = section.name
     before = len(out.problems)
     bad_rows: list[str] = []
     rows = out.attempt(name, lambda: parse(section.output, problems=bad_rows))
@@ -32,7 +42,11 @@ def read_section(out: Collector, name: str, parse: Callable[[str], Any], command
     section = out.take(name)
     if section is None:
         return None
-    before = len(out.problems)
-    parsed = out.attempt(name, lambda: parse(section.output))
-    out.check_exit(section, command, before)
-    return parsed
+
+    def read() -> Any:
+        before = len(out.problems)
+        parsed = out.attempt(name, lambda: parse(section.output))
+        out.check_exit(section, command, before)
+        return parsed
+
+    return out.reuse(section, (read_section, parse, command), read)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import probe_sections as catalog
 from ..state import (
@@ -11,6 +13,7 @@ from ..state import (
     HostState,
     IntegrityReport,
     ServerState,
+    Topology,
     UnitState,
 )
 from . import probe_gpu
@@ -34,6 +37,7 @@ from .probe_units import (
     redact_sections,
 )
 from .processes import parse_process_units
+from .reuse import SectionMemo
 from .sections import split_sections
 from .systemd import parse_sha256sum, parse_systemctl_show
 
@@ -64,8 +68,11 @@ def _read_process_owners(out: Collector, state: HostState) -> None:
     owners = out.attempt(section.name, lambda: parse_process_units(section.output))
     out.check_exit(section, "ps", before)
     if owners:
-        for app in state.compute_apps:
-            app.unit = owners.get(app.pid)
+        # new objects: those read from `compute_apps` may be the previous probe's too
+        # (hosts.parsers.reuse), and a later read of that section must not see these units
+        state.compute_apps = [
+            dataclasses.replace(app, unit=owners.get(app.pid)) for app in state.compute_apps
+        ]
 
 
 def _read_gpu_details(out: Collector, state: HostState) -> None:
@@ -87,9 +94,15 @@ def _read_smi_version(out: Collector, state: HostState) -> None:
 def _read_topology(out: Collector, state: HostState) -> None:
     topology = out.take(catalog.TOPOLOGY.name)
     if topology is not None and first_line(topology.output) != "No devices were found":
-        before = len(out.problems)
-        state.topology = out.attempt(topology.name, lambda: parse_topology(topology.output))
-        out.check_exit(topology, "nvidia-smi", before)
+
+        def read() -> Topology | None:
+            assert topology is not None
+            before = len(out.problems)
+            found = out.attempt(topology.name, lambda: parse_topology(topology.output))
+            out.check_exit(topology, "nvidia-smi", before)
+            return found  # type: ignore[no-any-return]
+
+        state.topology = out.reuse(topology, _read_topology, read)
 
 
 def _read_clock(out: Collector, state: HostState) -> None:
@@ -137,15 +150,12 @@ def _parse_unit_file(out: Collector, unit: str) -> str | None:
     return digest
 
 
-def _http(out: Collector, name: str) -> HttpResult | None:
+def _http_answer(out: Collector, section: Section) -> HttpResult | None:
     """The curl result of a section, or None (with a Problem) if curl itself did not answer."""
-    section = out.take(name)
-    if section is None:
-        return None
     result = parse_http(section.output)
     if result.error == "truncated":  # complete section, yet no trailer: curl did not run
         detail = first_line(section.output)
-        out.add(name, "no HTTP status in output" + (f": {detail}" if detail else ""))
+        out.add(section.name, "no HTTP status in output" + (f": {detail}" if detail else ""))
         return None
     return result
 
@@ -169,27 +179,60 @@ def _usable_body(out: Collector, name: str, result: HttpResult | None) -> str | 
     return result.body
 
 
+_ServerPart = Callable[[Collector, str, HttpResult | None], tuple[Any, ...]]
+
+
+def _server_part(out: Collector, name: str, read: _ServerPart) -> tuple[Any, ...] | None:
+    """`read` of what curl printed in section `name` (None: no HTTP answer), each unchanged
+    section's as the host's previous probe read it (hosts.parsers.reuse); None when the
+    section is missing or cut short."""
+    section = out.take(name)
+    if section is None:
+        return None
+    return out.reuse(section, read, lambda: read(out, section.name, _http_answer(out, section)))
+
+
+def _health(out: Collector, name: str, health: HttpResult | None) -> tuple[Any, ...]:
+    if health is None:
+        return ()
+    healthy = health.status == 200 and health.error is None
+    return health.status, healthy, health.error if health.status is None else None
+
+
+def _models(out: Collector, name: str, result: HttpResult | None) -> tuple[Any, ...]:
+    body = _usable_body(out, name, result)
+    if body is None:
+        return ()
+    models = out.attempt(name, lambda: parse_models_json(body))
+    return () if models is None else tuple(models)
+
+
+def _metrics(out: Collector, name: str, result: HttpResult | None) -> tuple[Any, ...]:
+    body = _usable_body(out, name, result)
+    if body is None:
+        return ()
+    values = out.attempt(name, lambda: parse_vllm_metrics(body))
+    tokens = out.attempt(name, lambda: parse_generation_tokens(body))
+    return values, tokens
+
+
 def _parse_server(out: Collector, unit: str) -> ServerState:
     server = ServerState()
-    health = _http(out, catalog.HEALTH.name(unit))
-    if health is not None:
-        server.health_http_status = health.status
-        server.healthy = health.status == 200 and health.error is None
-        server.health_error = health.error if health.status is None else None
-    models_name = catalog.MODELS.name(unit)
-    body = _usable_body(out, models_name, _http(out, models_name))
-    if body is not None:
-        models = out.attempt(models_name, lambda: parse_models_json(body))
-        if models is not None:
-            server.models, server.model_roots, server.max_model_len = models
-    metrics_name = catalog.METRICS.name(unit)
-    metrics_body = _usable_body(out, metrics_name, _http(out, metrics_name))
-    if metrics_body is not None:
-        values = out.attempt(metrics_name, lambda: parse_vllm_metrics(metrics_body))
+    name = catalog.HEALTH.name(unit)
+    health = _server_part(out, name, _health)
+    if health:
+        server.health_http_status, server.healthy, server.health_error = health
+    name = catalog.MODELS.name(unit)
+    models = _server_part(out, name, _models)
+    if models:
+        models_seen, roots, server.max_model_len = models
+        server.models, server.model_roots = list(models_seen), list(roots)
+    name = catalog.METRICS.name(unit)
+    metrics = _server_part(out, name, _metrics)
+    if metrics:
+        values, server.generation_tokens_total = metrics
         if values is not None:
             server.requests_running, server.requests_waiting, server.kv_cache_usage = values
-        tokens = out.attempt(metrics_name, lambda: parse_generation_tokens(metrics_body))
-        server.generation_tokens_total = tokens
     return server
 
 
@@ -223,6 +266,7 @@ def parse_probe(
     environment_files: Mapping[str, Sequence[str]] | None = None,
     journal_lines: Mapping[str, int] | None = None,
     gpu_diagnostic: int = 0,
+    memo: SectionMemo | None = None,
 ) -> ProbeParse:
     """Everything the probe script printed, as a HostState. Never raises on remote output.
 
@@ -233,9 +277,33 @@ def parse_probe(
     say, per unit, what the spec asked for (commands.ServerSpec). The sections returned are
     redacted: environment and unit files have their secret values replaced, so what is
     stored as raw output holds no more than the parsed state does.
+
+    `memo`, made from the memo of the host's previous probe, reads again only the sections
+    whose output changed since (hosts.parsers.reuse); the result is the same either way.
     """
-    sections = split_sections(stdout)
-    out = Collector(sections)
+    return parse_sections(
+        split_sections(stdout),
+        units,
+        integrity=integrity,
+        environment_files=environment_files,
+        journal_lines=journal_lines,
+        gpu_diagnostic=gpu_diagnostic,
+        memo=memo,
+    )
+
+
+def parse_sections(
+    sections: dict[str, Section],
+    units: Sequence[str],
+    *,
+    integrity: bool | Collection[str],
+    environment_files: Mapping[str, Sequence[str]] | None = None,
+    journal_lines: Mapping[str, int] | None = None,
+    gpu_diagnostic: int = 0,
+    memo: SectionMemo | None = None,
+) -> ProbeParse:
+    """parse_probe of output already split into its sections (split_sections)."""
+    out = Collector(sections, memo)
     state = HostState()
     for section in catalog.HOST_SECTIONS:
         HOST_READERS[section.name](out, state)
@@ -259,4 +327,4 @@ def parse_probe(
             integrity=_parse_integrity_section(out, unit) if unit in checked else None,
         )
     state.problems = out.problems
-    return ProbeParse(state=state, sections=redact_sections(sections))
+    return ProbeParse(state=state, sections=redact_sections(sections, memo))

@@ -3,6 +3,8 @@ part of the HostState, matching what it read to the GPUs the `gpus` section list
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import probe_sections as catalog
 from ..state import HostState
 from ..state_gpu import GpuErrors, GpuNvLinks, NvLink
@@ -49,12 +51,16 @@ def read_remapped_rows(out: Collector, state: HostState) -> None:
         index = index_of.get(row.uuid or "")
         if index is None:
             continue
-        errors = by_index.setdefault(index, GpuErrors(index=index))
-        errors.uuid = row.uuid
-        errors.remapped_rows_correctable = row.remapped_rows_correctable
-        errors.remapped_rows_uncorrectable = row.remapped_rows_uncorrectable
-        errors.remap_pending = row.remap_pending
-        errors.remap_failure = row.remap_failure
+        # a new GpuErrors: the one read from `gpu_errors` may be the previous probe's too
+        # (hosts.parsers.reuse), and a later read of that section must not see these rows
+        by_index[index] = dataclasses.replace(
+            by_index.get(index) or GpuErrors(index=index),
+            uuid=row.uuid,
+            remapped_rows_correctable=row.remapped_rows_correctable,
+            remapped_rows_uncorrectable=row.remapped_rows_uncorrectable,
+            remap_pending=row.remap_pending,
+            remap_failure=row.remap_failure,
+        )
     state.gpu_errors = sorted(by_index.values(), key=lambda e: e.index)
 
 
@@ -68,7 +74,14 @@ def read_nvlink_errors(out: Collector, state: HostState) -> None:
     counters = read_section(out, catalog.NVLINK_ERRORS.name, parse_nvlink_errors, "nvidia-smi")
     gpus = {g.index: g for g in state.nvlinks}
     for index, links in (counters or {}).items():
-        gpu = gpus.setdefault(index, GpuNvLinks(index=index))
+        # new objects for what the counters fill in: the links read from `nvlink_status` may
+        # be the previous probe's too (hosts.parsers.reuse)
+        found = gpus.get(index)
+        gpu = gpus[index] = (
+            dataclasses.replace(found, links=[dataclasses.replace(ln) for ln in found.links])
+            if found
+            else GpuNvLinks(index=index)
+        )
         by_link = {link.link: link for link in gpu.links}
         for number, values in links.items():
             link = by_link.get(number)

@@ -16,6 +16,7 @@ from .collector import Collector
 from .common import Section
 from .envfiles import parse_environment_file, redact_environment_text
 from .journal import parse_journal
+from .reuse import SectionMemo
 from .systemd import parse_sha256sum
 from .unit_files import environment_file_names, parse_systemctl_cat, redact_unit_text
 
@@ -27,7 +28,9 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def redact_sections(sections: dict[str, Section]) -> dict[str, Section]:
+def redact_sections(
+    sections: dict[str, Section], memo: SectionMemo | None = None
+) -> dict[str, Section]:
     """Every section as it may be stored: environment files and unit files read as systemd
     reads them, with the values of secret-looking keys replaced, whether or not they parsed (a
     cut-short one too); every other section that may carry free text (the journal, the
@@ -36,13 +39,16 @@ def redact_sections(sections: dict[str, Section]) -> dict[str, Section]:
     redacted = {}
     for name, section in sections.items():
         if name.startswith(catalog.ENV_FILE.prefix + ":"):
-            output = redact_environment_text(section.output)
+            redact = redact_environment_text
         elif name.startswith(catalog.UNIT_CAT.prefix + ":"):
-            output = redact_unit_text(section.output)
+            redact = redact_unit_text
         elif catalog.stored_verbatim(name):
-            output = section.output
+            redacted[name] = section
+            continue
         else:
-            output = redact_text(section.output)
+            redact = redact_text
+        # an output the host printed last time too was redacted then (hosts.parsers.reuse)
+        output = redact(section.output) if memo is None else memo.redacted(section, redact)
         if output != section.output:
             section = dataclasses.replace(section, output=output)
         redacted[name] = section
@@ -60,14 +66,32 @@ def parse_unit_files(
     section = out.take(catalog.UNIT_CAT.name(unit))
     if section is None:
         return []
-    expected = [state.fragment_path, *state.drop_in_paths] if state.fragment_path else None
+    fragment = state.fragment_path
+    expected = (fragment, *state.drop_in_paths) if fragment else None
+    # the same output, the same paths and the same fragment hash: the same files
+    found: list[UnitFile] = out.reuse(
+        section,
+        (parse_unit_files, fragment, expected, fragment_sha256),
+        lambda: _unit_files(out, section, fragment, expected, fragment_sha256),
+    )
+    return list(found)
+
+
+def _unit_files(
+    out: Collector,
+    section: Section,
+    fragment: str | None,
+    expected: tuple[str, ...] | None,
+    fragment_sha256: str | None,
+) -> list[UnitFile]:
     before = len(out.problems)
-    files = out.attempt(section.name, lambda: parse_systemctl_cat(section.output, expected))
+    paths = list(expected) if expected is not None else None
+    files = out.attempt(section.name, lambda: parse_systemctl_cat(section.output, paths))
     if files == [] and section.output.strip().startswith(_NO_FILES):
         return []  # the unit does not exist: systemctl says so and exits 1
     out.check_exit(section, "systemctl cat", before)
     parsed = [UnitFile(path, redact_unit_text(text), _sha256(text)) for path, text in files or []]
-    if parsed and fragment_sha256 and parsed[0].path == state.fragment_path:
+    if parsed and fragment_sha256 and parsed[0].path == fragment:
         parsed[0].sha256 = fragment_sha256
     return parsed
 

@@ -111,7 +111,9 @@ def spec_with_named_files(
     """`spec` again, reading the environment files the units turned out to name; None when it
     read them all already. A unit's files are only known once `systemctl cat` has answered, so
     the first probe of a host (or of a unit that just gained a file) asks twice."""
-    state = HostState.from_json(parsed)
+    # the deployments alone, as last_seen_states_prefetch reads them: every probe of a round
+    # comes through here, and reading its GPUs back as well cost more than the rest
+    state = HostState.from_json({"deployments": parsed.get("deployments") or {}})
     servers, grew = [], False
     for server in spec.servers:
         named = environment_paths(state.deployments.get(server.unit))

@@ -18,7 +18,7 @@ from controlplane.crypto import SecretUnavailable
 from .. import commands
 from ..choices import HostKeyStatus, ProbeTrigger, SnapshotStatus
 from ..models import Host, StateSnapshot
-from ..probe import ProbeOutcome, probe_many
+from ..probe import ProbeOutcome, probe_many, section_memos
 from ..ssh import SSHTarget, ssh_loop
 from .permissions import require_probe_permission
 from .probe_claims import claim_expiry_seconds, hosts_claim_due_for_probe, hosts_claim_due_ids
@@ -150,6 +150,7 @@ def _run_probes(
     async def round_of_probes() -> list[ProbeOutcome]:
         pool = ssh_loop.pool
         await pool.close_idle(settings.SSH_IDLE_SECONDS)
+        section_memos.forget_idle(settings.SSH_IDLE_SECONDS)  # what their last probes read
         return await probe_many(
             pool,
             jobs,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hosts.commands import MARK_BEGIN, MARK_END
 from hosts.parsers import (
@@ -97,3 +101,77 @@ def test_split_sections_handles_crlf_and_empty_input() -> None:
         "gpus": Section("gpus", "x\n", 0, False)
     }
     assert split_sections("") == {}
+
+
+# --- the marker search against the line-by-line reading it replaced -------------------------
+
+_END_STATUS = re.compile(r"([0-9]{1,3})")
+
+
+def _split_line_by_line(stdout: str) -> dict[str, Section]:
+    """split_sections as it was until 2026-12-05: every line looked at in turn."""
+
+    def end_marker_status(line: str, name: str) -> tuple[str, int] | None:
+        marker = f"{MARK_END}{name}:"
+        pos = line.rfind(marker)
+        if pos < 0:
+            return None
+        match = _END_STATUS.fullmatch(line[pos + len(marker) :])
+        if not match or int(match.group(1)) > 255:
+            return None
+        return line[:pos], int(match.group(1))
+
+    sections: dict[str, Section] = {}
+    pieces = stdout.replace("\r\n", "\n").split("\n")
+    name: str | None = None
+    output: list[str] = []
+    for i, piece in enumerate(pieces):
+        complete = i < len(pieces) - 1
+        if not complete and piece == "":
+            break
+        if complete and piece.startswith(MARK_BEGIN) and len(piece) > len(MARK_BEGIN):
+            if name is not None:
+                sections[name] = Section(name, "".join(output), None, True)
+            name, output = piece[len(MARK_BEGIN) :], []
+            continue
+        if name is None:
+            continue
+        ended = end_marker_status(piece, name) if complete else None
+        if ended is not None:
+            before, status = ended
+            sections[name] = Section(name, "".join(output) + before, status, False)
+            name, output = None, []
+            continue
+        if not complete and (f"{MARK_END}{name}:".startswith(piece) or MARK_END in piece):
+            break
+        output.append(piece + "\n" if complete else piece)
+    if name is not None:
+        sections[name] = Section(name, "".join(output), None, True)
+    return sections
+
+
+_NAMES = ["gpus", "unit:a.service", "g", ""]
+_PIECES = st.one_of(
+    st.sampled_from(["\n", "\r\n", "\r", "x", " ", "@@cp:", "@@cp:http:200", "@", ":"]),
+    st.builds(lambda n: f"{MARK_BEGIN}{n}", st.sampled_from(_NAMES)),
+    st.builds(
+        lambda n, s: f"{MARK_END}{n}:{s}",
+        st.sampled_from(_NAMES),
+        st.sampled_from(["0", "1", "127", "255", "256", "1000", "", "x", "12"]),
+    ),
+    st.text(alphabet="ab:@\n0123456789", max_size=12),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_split_sections_reads_any_output_as_the_line_by_line_reading_did(stdout: str) -> None:
+    assert split_sections(stdout) == _split_line_by_line(stdout)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=len(sample("probe_two_units.txt"))))
+def test_split_sections_reads_a_real_probe_cut_anywhere_as_before(cut: int) -> None:
+    stdout = sample("probe_two_units.txt")[:cut]
+
+    assert split_sections(stdout) == _split_line_by_line(stdout)

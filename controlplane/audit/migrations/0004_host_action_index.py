@@ -2,15 +2,19 @@
 
 from django.db import migrations, models
 
+from controlplane.migration_ops import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    # CONCURRENTLY: probes and audit appends go on while the index builds (migration_ops)
+    atomic = False
 
     dependencies = [
         ('audit', '0003_canonical_data_verification_results'),
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(fields=['host_id', 'action', '-seq'], name='audit_host_action_seq'),
         ),

@@ -2,15 +2,19 @@
 
 from django.db import migrations, models
 
+from controlplane.migration_ops import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    # CONCURRENTLY: probes and audit appends go on while the index builds (migration_ops)
+    atomic = False
 
     dependencies = [
         ('audit', '0004_host_action_index'),
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(condition=models.Q(('snapshot_id__isnull', False)), fields=['snapshot_id'], name='audit_snapshot'),
         ),
