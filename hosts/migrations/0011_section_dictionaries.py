@@ -8,28 +8,9 @@
 #   (the demo, some tests) takes the plain operations, being one writer at a time anyway.
 
 import django.db.models.deletion
-from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
-
-class AddIndexConcurrentlyOnPostgres(AddIndexConcurrently):
-    """CREATE INDEX CONCURRENTLY on PostgreSQL; a plain CREATE INDEX elsewhere."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.AddIndex.database_forwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-        else:
-            migrations.AddIndex.database_backwards(
-                self, app_label, schema_editor, from_state, to_state
-            )
+from controlplane.migration_ops import AddIndexConcurrently
 
 
 def dictionary_field():
@@ -109,7 +90,7 @@ class Migration(migrations.Migration):
         ),
         AddDictionaryKey("snapshotblob", "hosts_snapshotblob"),
         AddDictionaryKey("statesnapshot", "hosts_statesnapshot"),
-        AddIndexConcurrentlyOnPostgres(
+        AddIndexConcurrently(
             model_name="snapshotblob",
             index=models.Index(
                 condition=models.Q(("dictionary__isnull", False)),
@@ -117,7 +98,7 @@ class Migration(migrations.Migration):
                 name="blob_dictionary",
             ),
         ),
-        AddIndexConcurrentlyOnPostgres(
+        AddIndexConcurrently(
             model_name="statesnapshot",
             index=models.Index(
                 condition=models.Q(("dictionary__isnull", False)),
