@@ -117,8 +117,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
-AXES_DISABLE_ACCESS_LOG = True  # sign-ins are in the audit log already
-AXES_VERBOSE = False
+AXES_DISABLE_ACCESS_LOG, AXES_VERBOSE = True, False  # sign-ins are in the audit log already
 
 # --- signing in: the team's identity provider (OpenID Connect), and local accounts ------------
 # on: anyone with a local password; admins: superusers only (the break-glass administrator);
@@ -258,6 +257,8 @@ SNAPSHOT_DENSE_EVERY_SECONDS = env.int("SNAPSHOT_DENSE_EVERY_SECONDS", default=6
 SNAPSHOT_KEEP_DENSE_SECONDS = env.int("SNAPSHOT_KEEP_DENSE_SECONDS", default=30 * 86400)
 SNAPSHOT_SPARSE_EVERY_SECONDS = env.int("SNAPSHOT_SPARSE_EVERY_SECONDS", default=3600)
 SNAPSHOT_RETENTION_SWEEP_SECONDS = env.int("SNAPSHOT_RETENTION_SWEEP_SECONDS", default=600)
+# Sections are compressed with a dictionary trained on the fleet's own, again this often.
+SECTION_DICTIONARY_EVERY_SECONDS = env.int("SECTION_DICTIONARY_EVERY_SECONDS", default=7 * 86400)
 
 # Whatever is logged passes controlplane.redaction first (settings_parts/log_config.py).
 LOGGING = log_config.logging_config(level=env.str("LOG_LEVEL", default="INFO"))
@@ -380,6 +381,7 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
     {
         "probe-due-hosts": ("hosts.tasks.probe_due_hosts", PROBE_SWEEP_SECONDS),
         "snapshot-retention": ("hosts.tasks.thin_snapshots", SNAPSHOT_RETENTION_SWEEP_SECONDS),
+        "section-dictionary": ("hosts.tasks.train_section_dictionary", 3600),
         "audit-checkpoint": ("controlplane.audit.tasks.write_checkpoint", AUDIT_CHECKPOINT_SECONDS),
         "audit-verify": ("controlplane.audit.tasks.verify_chain", AUDIT_VERIFY_SECONDS),
         "audit-stream": ("controlplane.audit.tasks.stream_sweep", AUDIT_STREAM_SWEEP_SECONDS),
@@ -387,7 +389,6 @@ CELERY_BEAT_SCHEDULE = beat_schedule(
             "deployments.tasks.recover_interrupted_jobs",
             JOB_RECOVERY_SWEEP_SECONDS,
         ),
-        # records the end of a maintenance whose end time passed (over at once regardless)
         "end-maintenance": ("hosts.tasks.end_maintenance", 60),
         "rollouts-sweep": ("deployments.tasks.rollouts_sweep", ROLLOUT_SWEEP_SECONDS),
         "webhook-requeue": (

@@ -13,6 +13,7 @@ PROBE_DUE_HOSTS = "hosts.tasks.probe_due_hosts"
 PROBE_BATCH = "hosts.tasks.probe_batch"
 THIN_SNAPSHOTS = "hosts.tasks.thin_snapshots"
 END_MAINTENANCE = "hosts.tasks.end_maintenance"
+TRAIN_SECTION_DICTIONARY = "hosts.tasks.train_section_dictionary"
 
 
 def send(task: str, **options: Any) -> None:

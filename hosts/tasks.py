@@ -22,7 +22,7 @@ from controlplane.audit.services import SYSTEM_BEAT, SYSTEM_WORKER
 from . import dispatch, services
 from .choices import ProbeTrigger
 from .models import Host
-from .services import probe_routing, retention
+from .services import dictionaries, probe_routing, retention
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,15 @@ def thin_snapshots() -> dict[str, Any]:
     result = retention.snapshots_thin(time_budget=budget)
     logger.info("snapshot retention: %s", result.summary())
     return {"removed": result.removed, "examined": result.examined, "done": result.finished}
+
+
+@shared_task(name=dispatch.TRAIN_SECTION_DICTIONARY, acks_late=True)
+def train_section_dictionary() -> int | None:
+    """Beat's look, hourly: a new compression dictionary once one is due (the id, or None)."""
+    made = dictionaries.section_dictionary_train_if_due(settings.SECTION_DICTIONARY_EVERY_SECONDS)
+    if made is not None:
+        logger.info("section dictionary %s in use (%s bytes)", made.pk, len(made.content))
+    return made.pk if made is not None else None
 
 
 @shared_task(name=dispatch.END_MAINTENANCE, acks_late=True)

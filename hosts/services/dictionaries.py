@@ -4,11 +4,13 @@ parsed state that are stored packed (PARSED_PACKED_KEYS)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import random
 
 from django.db.models import Q
+from django.utils import timezone
 
 from .. import packing
 from ..models import PARSED_PACKED_KEYS, SectionDictionary, StateSnapshot
@@ -70,3 +72,26 @@ def section_dictionary_train(
         samples=len(samples),
         sample_bytes=sum(len(s) for s in samples),
     )
+
+
+def section_dictionary_due(every_seconds: int, now: dt.datetime | None = None) -> bool:
+    """Whether beat should train a dictionary now: none yet (a fresh install compresses with
+    plain zstd until one exists), or the newest is older than `every_seconds`, so that what is
+    stored follows the fleet's sections as GPUs, engines and units change."""
+    newest = SectionDictionary.objects.order_by("-created_at").values_list("created_at").first()
+    if newest is None:
+        return True
+    return (now or timezone.now()) - newest[0] >= dt.timedelta(seconds=every_seconds)
+
+
+def section_dictionary_train_if_due(
+    every_seconds: int, *, size: int = DICTIONARY_BYTES
+) -> SectionDictionary | None:
+    """Beat's training: a new dictionary when one is due, None when not due or when the fleet
+    has not been probed enough to train one (the next run tries again)."""
+    if not section_dictionary_due(every_seconds):
+        return None
+    try:
+        return section_dictionary_train(size=size)
+    except DictionaryNotTrained:
+        return None

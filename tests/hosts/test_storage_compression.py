@@ -22,7 +22,11 @@ from hosts.models import (
 )
 from hosts.probe import ProbeOutcome
 from hosts.services.blobs import dictionaries_collect, packed_section
-from hosts.services.dictionaries import DictionaryNotTrained, section_dictionary_train
+from hosts.services.dictionaries import (
+    DictionaryNotTrained,
+    section_dictionary_train,
+    section_dictionary_train_if_due,
+)
 from tests import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -225,3 +229,27 @@ def test_retention_leaves_a_dictionary_that_a_round_in_flight_holds() -> None:
         assert dictionaries_collect() == 0
         other.rollback()
     assert dictionaries_collect() == 1
+
+
+def test_beat_trains_the_first_dictionary_once_there_is_enough_and_again_once_it_is_old() -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from hosts import tasks
+
+    host = f.make_host("gpu-01")
+    record(host, sections(0))
+    assert tasks.train_section_dictionary() is None  # too little to train on: plain zstd
+    assert not SectionDictionary.objects.exists()
+    for i in range(1, 25):
+        record(host, sections(i))
+    first = section_dictionary_train_if_due(3600, size=4096)
+    assert first is not None
+    assert section_dictionary_train_if_due(3600, size=4096) is None  # the newest is recent
+    SectionDictionary.objects.update(created_at=timezone.now() - dt.timedelta(hours=2))
+    for i in range(25, 40):
+        record(host, sections(i))
+    second = section_dictionary_train_if_due(3600, size=4096)
+    assert second is not None and second.pk != first.pk
+    assert fresh(record(host, sections(41))).dictionary_id == second.pk
