@@ -50,6 +50,9 @@ class Client:
         )
         return self._json(response)
 
+    def delete(self, path: str) -> Any:
+        return self._json(self._send("DELETE", path))
+
     def pages(self, path: str, params: Params = None, limit: int | None = None) -> Iterator[Any]:
         """The items of a paged list, following `next` until `limit` items (None: all)."""
         count = 0

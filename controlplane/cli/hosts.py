@@ -1,7 +1,9 @@
-"""cpctl hosts (list, show, probe, journal) and cpctl snapshots (list, show, diff)."""
+"""cpctl hosts (list, show, probe, journal, maintenance) and cpctl snapshots (list, show, diff)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +23,7 @@ def host_path(name: str, *rest: str) -> str:
 
 @click.group()
 def hosts() -> None:
-    """Hosts: the fleet, one host, a probe now, a unit's journal."""
+    """Hosts: the fleet, one host, a probe now, a unit's journal, maintenance."""
 
 
 @hosts.command("list")
@@ -141,6 +143,74 @@ def hosts_journal(name: str, unit: str | None, lines: int) -> None:
         return
     for line in journal["lines"]:
         click.echo(line)
+
+
+@hosts.group("maintenance")
+def maintenance() -> None:
+    """A host's maintenance: rollouts skip it and its verdict sends no webhooks until it ends."""
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    """`--for 90m`, `4h` or `2d` as a timedelta."""
+    if value is None:
+        return None
+    found = re.fullmatch(r"\s*(\d+)\s*([mhd])\s*", value)
+    if not found:
+        raise click.BadParameter("a whole number of minutes, hours or days: 90m, 4h, 2d")
+    unit = {"m": "minutes", "h": "hours", "d": "days"}[found[2]]
+    return dt.timedelta(**{unit: int(found[1])})
+
+
+def show_maintenance(name: str, state: dict[str, Any]) -> None:
+    if wants_json():
+        out.emit_json(state)
+    elif not state["in_maintenance"]:
+        click.echo(f"{name}: not in maintenance")
+    else:
+        click.echo(f"{name}: in maintenance until {state['until']} (since {state['since']}, "
+                   f"by {state['by']}): {state['reason']}")  # fmt: skip
+
+
+@maintenance.command("show")
+@click.argument("name")
+@json_option
+def maintenance_show(name: str) -> None:
+    """Whether the host is in maintenance, why, until when and by whom."""
+    show_maintenance(name, client().get(host_path(name, "maintenance")))
+
+
+@maintenance.command("start")
+@click.argument("name")
+@click.option("--reason", required=True, help="What is being done, in words (audited).")
+@click.option("--until", "until", type=click.DateTime(), help="When it ends (UTC unless a zone).")
+@click.option("--for", "length", callback=_duration, help="Or how long from now: 90m, 4h, 2d.")
+@json_option
+def maintenance_start(
+    name: str, reason: str, until: dt.datetime | None, length: dt.timedelta | None
+) -> None:
+    """Put the host in maintenance, or change its reason and end time (operator role)."""
+    if (until is None) == (length is None):
+        raise click.UsageError("say when it ends: --until TIME or --for 4h")
+    if length is not None:
+        until = dt.datetime.now(dt.UTC) + length
+    assert until is not None
+    body = {"reason": reason, "until": until.isoformat()}
+    entered = client().post(host_path(name, "maintenance"), body)
+    show_maintenance(name, entered)
+    if not wants_json():
+        if entered["changed"]:
+            click.echo("It was in maintenance already: its reason and end time are changed.")
+        if entered["running_change"] is not None:
+            click.echo(f"Change #{entered['running_change']} is running on it; maintenance "
+                       "does not stop it.")  # fmt: skip
+
+
+@maintenance.command("end")
+@click.argument("name")
+@json_option
+def maintenance_end(name: str) -> None:
+    """Take the host out of maintenance now (exit 5 if it is not in maintenance)."""
+    show_maintenance(name, client().delete(host_path(name, "maintenance")))
 
 
 # --- snapshots ---------------------------------------------------------------------------------
