@@ -10,11 +10,11 @@ from rest_framework import serializers
 from controlplane.api.fields import RowField
 from deployments import kinds
 from deployments.choices import ChangeKind, ChangeStatus
-from deployments.models import BenchmarkProfile, Deployment, DeploymentRevision, ModelArtifact
+from deployments.models import BenchmarkProfile, Deployment, DeploymentRevision
 from hosts.models import StateSnapshot
 from hosts.scope import rows_visible
 
-from .request_fields import EngineArgsChecked, drain_deadline_field, drain_hook_field
+from .request_fields import EngineShaping, drain_deadline_field, drain_hook_field
 
 REASON_MAX = 2000
 # The request's field names here for the names the kind's rules use (kinds.request_field_errors).
@@ -37,7 +37,7 @@ class HostRowsInScope(serializers.Serializer):
                 field.queryset = rows_visible(user, field.queryset)
 
 
-class ChangeCreateSerializer(HostRowsInScope, EngineArgsChecked):
+class ChangeCreateSerializer(HostRowsInScope, EngineShaping):
     deployment_id = RowField(
         queryset=Deployment.objects.select_related("host", "model", "current_revision")
     )
@@ -48,32 +48,6 @@ class ChangeCreateSerializer(HostRowsInScope, EngineArgsChecked):
         "ok and fresh.",
     )
     reason = serializers.CharField(max_length=REASON_MAX)
-    model_id = RowField(
-        queryset=ModelArtifact.objects.all(),
-        required=False,
-        allow_null=True,
-        help_text="The model to swap to (model_swap only).",
-    )
-    tensor_parallel_size = serializers.IntegerField(
-        min_value=1, max_value=64, required=False, allow_null=True
-    )
-    max_model_len = serializers.IntegerField(
-        min_value=256, max_value=10_000_000, required=False, allow_null=True
-    )
-    extra_args = serializers.ListField(
-        child=serializers.CharField(max_length=300),
-        max_length=64,
-        required=False,
-        allow_null=True,
-        help_text="Engine flags as the engine reads them: --flag, --flag=value, or --flag "
-        "followed by its value (each word an item).",
-    )
-    environment = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, max_length=500),
-        required=False,
-        allow_null=True,
-        help_text="The unit's Environment= variables (NAME: value); omitted keeps them.",
-    )
     revision = serializers.IntegerField(
         min_value=1,
         max_value=2**31 - 1,

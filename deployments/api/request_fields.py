@@ -5,14 +5,44 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from controlplane.api.fields import RowField
 from deployments.drain_hooks import DEADLINE_MAX_SECONDS, DEADLINE_MIN_SECONDS
-from deployments.models import DrainHook
+from deployments.models import DrainHook, ModelArtifact
 from deployments.unit_files.engine_flags import EngineArgRefused, check_extra_args
 
 
-class EngineArgsChecked(serializers.Serializer):
-    """A request's `extra_args`, refused (naming why) when they would set what only the
-    deployment's own fields may, in any spelling the engine accepts."""
+class EngineShaping(serializers.Serializer):
+    """What a request may give the engine beyond the deployment's own fields (which of them a
+    kind takes is its declaration's, deployments.kinds). `extra_args` are refused, naming why,
+    when they would set what only the deployment's own fields may, in any spelling the engine
+    accepts."""
+
+    model_id = RowField(
+        queryset=ModelArtifact.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="The model to swap to (model_swap only).",
+    )
+    tensor_parallel_size = serializers.IntegerField(
+        min_value=1, max_value=64, required=False, allow_null=True
+    )
+    max_model_len = serializers.IntegerField(
+        min_value=256, max_value=10_000_000, required=False, allow_null=True
+    )
+    extra_args = serializers.ListField(
+        child=serializers.CharField(max_length=300),
+        max_length=64,
+        required=False,
+        allow_null=True,
+        help_text="Engine flags as the engine reads them: --flag, --flag=value, or --flag "
+        "followed by its value (each word an item).",
+    )
+    environment = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=500),
+        required=False,
+        allow_null=True,
+        help_text="The unit's Environment= variables (NAME: value); omitted keeps them.",
+    )
 
     def validate_extra_args(self, value: list[str] | None) -> list[str] | None:
         if value is None:

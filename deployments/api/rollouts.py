@@ -19,17 +19,17 @@ from controlplane.api.errors import RefusalSerializer
 from controlplane.api.fields import RowField
 from controlplane.api.pagination import NewestIdPagination
 from controlplane.api.views.base import APIView, row_or_404
-from deployments.models import BenchmarkProfile, ModelArtifact, Rollout, RolloutHost
+from deployments.models import BenchmarkProfile, Rollout, RolloutHost
 from deployments.rollouts import access, decisions, requests, selectors
 from deployments.rollouts.choices import ROLLOUT_KINDS, RolloutStatus, WaveUnit
 from hosts.scope import hosts_visible
 
-from .request_fields import EngineArgsChecked, drain_deadline_field, drain_hook_field
+from .request_fields import EngineShaping, drain_deadline_field, drain_hook_field
 
 REASON_MAX = 2000
 
 
-class RolloutCreateSerializer(EngineArgsChecked):
+class RolloutCreateSerializer(EngineShaping):
     kind = serializers.ChoiceField(choices=[k.value for k in ROLLOUT_KINDS])
     reason = serializers.CharField(max_length=REASON_MAX)
     hosts = serializers.ListField(
@@ -47,24 +47,6 @@ class RolloutCreateSerializer(EngineArgsChecked):
         help_text="Every host of this group, as it is now.",
     )
     unit = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    model_id = RowField(queryset=ModelArtifact.objects.all(), required=False, allow_null=True)
-    tensor_parallel_size = serializers.IntegerField(
-        min_value=1, max_value=64, required=False, allow_null=True
-    )
-    max_model_len = serializers.IntegerField(
-        min_value=256, max_value=10_000_000, required=False, allow_null=True
-    )
-    extra_args = serializers.ListField(
-        child=serializers.CharField(max_length=300),
-        max_length=64,
-        required=False,
-        allow_null=True,
-    )
-    environment = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, max_length=500),
-        required=False,
-        allow_null=True,
-    )
     benchmark = serializers.BooleanField(required=False, default=False)
     benchmark_profile_id = RowField(
         queryset=BenchmarkProfile.objects.all(), required=False, allow_null=True
