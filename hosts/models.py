@@ -478,6 +478,12 @@ class StateSnapshot(models.Model):
         state: HostState = cached[1]
         return state
 
+    def state_known(self, parsed: dict[str, Any], state: HostState) -> None:
+        """Set `parsed` with the state it is the JSON of (the probe that just stored it had both),
+        so state() need not read it back."""
+        self.parsed = parsed
+        self.__dict__["_host_state"] = (parsed, state)
+
     def material_fingerprint(self) -> dict[str, Any]:
         return material_fingerprint(self.state())
 

@@ -19,7 +19,7 @@ from .parsers.probe import parse_sections
 from .parsers.reuse import SectionMemos
 from .parsers.sections import split_sections
 from .ssh import ConnectionPool, SSHFailure, SSHTarget, gather_limited
-from .state import snapshot_digest
+from .state import HostState, snapshot_digest
 
 MAX_SECTION_CHARS = 64 * 1024  # /metrics can be large; keep what a person needs to read
 # What each host's last probe read (hosts.parsers.reuse), for the hosts this process probes:
@@ -39,6 +39,10 @@ class ProbeOutcome:
     error: str = ""
     presented_key: str = ""
     reused_connection: bool = False
+    # The typed state `parsed` is the JSON of, when the probe parsed one: the recorder hands it
+    # to the stored snapshot rather than reading `parsed` back (about 1 ms a probe). Shared
+    # with the host's section memo, so it must be read, never changed.
+    state: HostState | None = field(default=None, compare=False, repr=False)
 
     @property
     def digest(self) -> str:
@@ -126,6 +130,7 @@ async def probe(
         raw=_raw_sections(parse),
         error="; ".join(f"{p.section}: {p.message}" for p in problems),
         reused_connection=result.reused_connection,
+        state=parse.state,
     )
 
 

@@ -111,7 +111,11 @@ def _record_batch(
     ]
     StateSnapshot.objects.bulk_create(snapshots)
     for snapshot, (_, outcome, _) in zip(snapshots, items, strict=True):
-        snapshot.parsed = outcome.parsed  # whole, as a read from the database gives it
+        # whole, as a read from the database gives it, with the state the probe parsed
+        if outcome.state is not None:
+            snapshot.state_known(outcome.parsed, outcome.state)
+        else:
+            snapshot.parsed = outcome.parsed
     # the charts' rows commit with their snapshots, so a chart never disagrees with history
     gpu_samples_record(snapshots=snapshots)
     host_ids = [h.pk for h, _, _ in items]

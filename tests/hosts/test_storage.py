@@ -107,3 +107,28 @@ def test_probes_over_ssh_store_only_the_sections_that_changed(
         assert set(stored) == set(snapshot.raw_index)
         assert "MiB" in stored["gpus"]["output"]
         assert stored["gpus"]["exit_status"] == 0
+
+
+def test_the_state_a_probe_hands_its_snapshot_is_what_the_database_gives_back(
+    registered_fleet: RegisteredFleet,
+) -> None:
+    """The recorder gives each new snapshot the state its probe parsed (shared with the host's
+    section memo) instead of reading `parsed` back: it must be exactly that reading, and
+    nothing that runs on it (samples, fingerprints, verdicts, drift checks) may change it."""
+    hosts = [Host.objects.select_related("credential").get(pk=h.pk) for h in registered_fleet.hosts]
+    first = services.hosts_probe(hosts=hosts, trigger="schedule", integrity=True)
+    registered_fleet.set_fault("gpu-01", "gpu_driver_error")
+    second = services.hosts_probe(hosts=hosts, trigger="schedule", integrity=False)
+
+    for snapshot in first + second:
+        assert "_host_state" in snapshot.__dict__  # handed over, not read back
+        assert snapshot.status in ("ok", "partial")
+        stored = StateSnapshot.objects.get(pk=snapshot.pk)
+        assert stored.state() == snapshot.state()
+        assert stored.material_fingerprint() == snapshot.material_fingerprint()
+    assert second[0].state() != first[0].state()  # the fault shows: the memo was not stale
+    assert all(h.health.snapshot_id == s.pk for h, s in zip(hosts_reloaded(hosts), second))
+
+
+def hosts_reloaded(hosts: list[Host]) -> list[Host]:
+    return [Host.objects.select_related("health").get(pk=h.pk) for h in hosts]
