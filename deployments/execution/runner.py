@@ -24,7 +24,7 @@ from controlplane.clock import SYSTEM_CLOCK, Clock
 from hosts import commands
 from hosts import services as host_services
 from hosts.choices import SnapshotStatus
-from hosts.models import StateSnapshot
+from hosts.models import Host, StateSnapshot
 from hosts.ssh import SSHFailure
 
 from .. import kinds, lifecycle, services
@@ -195,6 +195,9 @@ def _end(job: Job, status: str, reason: str, detail: dict[str, object] | None = 
     change.refresh_from_db(fields=["before_snapshot", "after_snapshot", "drift_report"])
     reason += drain.outcome_note(job)
     with transaction.atomic():
+        # The host's row before the audit chain's lock (audit.chain_lock): the verdict decided
+        # at the end writes it.
+        list(Host.objects.select_for_update().filter(pk=change.host_id).values_list("pk"))
         running = ChangeRequest.objects.select_for_update().filter(
             pk=change.pk, status=ChangeStatus.RUNNING
         )

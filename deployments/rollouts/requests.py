@@ -174,10 +174,11 @@ def rollout_create(
     _validate(rollout)
     numbers = wave_numbers(len(chosen), wave_size=wave_size, unit=wave_unit)
     with transaction.atomic():
-        # The audit chain's lock first, as every writer takes it, then the hosts' rows: two
-        # requests naming one host cannot both find it in no open rollout.
-        audit.chain_lock()
+        # The hosts' rows, then the audit chain's lock, as every writer takes them
+        # (audit.chain_lock): two requests naming one host cannot both find it in no open
+        # rollout.
         list(Host.objects.select_for_update().filter(pk__in=[h.pk for h in chosen]).order_by("pk"))
+        audit.chain_lock()
         deployments = _deployments(chosen, unit)
         _refuse_hosts_in_open_rollouts(chosen)
         rollout.waves = max(numbers) + 1

@@ -53,8 +53,15 @@ def hosts_health_update(
     running = _running_changes(hosts)
     evidence = _evidence(hosts, now, held, running)
     with transaction.atomic():
-        # The audit chain's lock before the verdict rows': a probe round holds it already when
-        # it gets here, and one order for every writer means no deadlock with a job's update.
+        # One lock order for every writer, so none deadlocks with another: the hosts' rows
+        # (which the verdict rows' trigger writes, migration hosts 0012, and which a probe
+        # round has locked when it gets here), then the audit chain, then the verdict rows.
+        list(
+            Host.objects.select_for_update(of=("self",))
+            .filter(pk__in=[h.pk for h in hosts])
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
         audit.chain_lock()
         # Rows locked, then the running changes read again: a job that ended (and stored its
         # own verdict) while this evidence was gathered must not be overwritten by a verdict

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from controlplane.accounts.roles import OPERATOR, ensure_role_groups
 from hosts import services
-from hosts.choices import HostKeyStatus
+from hosts.choices import VERDICT_SEVERITY, HostKeyStatus
 from hosts.models import Host, HostHealth
 from hosts.services.groups import host_group_join, host_group_leave
 from tests import factories as f
@@ -52,7 +52,7 @@ def row_of(body: str, host: Host) -> str:
 
 def judge(host: Host, verdict: str, reasons: list[dict] | None = None) -> None:
     now = timezone.now()
-    severity = {"healthy": 0, "degraded": 1, "failed": 3}[verdict]
+    severity = VERDICT_SEVERITY[verdict]
     HostHealth.objects.update_or_create(
         host=host,
         defaults={"verdict": verdict, "severity": severity, "since": now, "computed_at": now,

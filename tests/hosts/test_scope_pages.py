@@ -35,7 +35,7 @@ def test_the_fleet_lists_and_counts_only_the_hosts_in_scope(client, teams, scope
 
 def test_the_verdict_counts_are_the_scopes(client, teams, scoped):
     for host in teams.hosts.values():
-        HostHealth.objects.create(host=host, verdict="failed", severity=3, since=host.created_at,
+        HostHealth.objects.create(host=host, verdict="failed", severity=4, since=host.created_at,
                                   computed_at=host.created_at)  # fmt: skip
     client.force_login(scoped("pia", "viewer", "prod"))
     body = client.get(reverse("hosts:dashboard")).content.decode()
