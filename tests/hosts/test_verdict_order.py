@@ -126,3 +126,15 @@ def test_a_verdict_written_while_a_probe_round_holds_the_host_does_not_deadlock(
         thread.join(15)
     assert failures == []
     assert severity(host) is not None
+
+
+@postgresql_only
+def test_the_hosts_in_maintenance_are_counted_from_an_index() -> None:
+    for i in range(30):
+        f.make_host(f"gpu-{i:02d}", port=2201 + i)
+    in_maintenance = Host.objects.filter(maintenance_until__gt=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE hosts_host")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = in_maintenance.explain()
+    assert "host_maintenance_until" in plan, plan
