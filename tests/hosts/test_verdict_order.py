@@ -53,6 +53,19 @@ def test_the_verdict_service_upsert_is_copied_too() -> None:
     assert severity(host) == rows[0].severity != 4
 
 
+def test_a_host_saved_whole_from_an_old_copy_is_put_right_by_the_next_verdict() -> None:
+    """A whole-row save (the admin's) writes back the severity it loaded; the verdict service
+    writes every host's verdict row each probe round, and the trigger copies it again."""
+    host = f.make_host("gpu-01")
+    f.make_snapshot(host)
+    stale = Host.objects.get(pk=host.pk)  # loaded before the host was ever judged
+    deployment_services.hosts_health_update(hosts=[host])
+    stale.save()
+    assert severity(host) is None
+    rows = deployment_services.hosts_health_update(hosts=[host])  # the next round's
+    assert severity(host) == rows[0].severity
+
+
 def test_the_fleet_sorts_filters_and_counts_by_the_copied_verdict(client, viewer) -> None:
     now = timezone.now()
     judged = {"gpu-01": "healthy", "gpu-02": "failed", "gpu-03": "degraded", "gpu-04": None}
