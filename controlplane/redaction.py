@@ -102,6 +102,34 @@ _ADDED_PATTERNS = [
 ]
 _TOKEN_PATTERNS = [*_library_patterns(), *_ADDED_PATTERNS]
 _JWT_PATTERNS = frozenset(JwtTokenDetector.denylist)
+
+# detect-secrets' keyword detectors (IBM Cloud IAM, IBM COS HMAC, Cloudant, SoftLayer) try a long
+# alternation at every position of a text: half the time of redacting a short JSON answer that
+# changes on every probe. Each can match only where one of its key words is, so a text without
+# any of them skips those patterns. A pattern is skipped only if it holds one of these groups
+# as a required part (not followed by ?, * or {0, not one side of a |); any other runs always.
+_KEYWORD_GROUPS = (
+    "(?:key|pwd|pw|password|pass|token)",
+    "(?:key|pwd|password|pass|token)",
+    "(?:secret[-_]?(?:access)?[-_]?key)",
+)
+# in every group above; case-insensitive, so it finds them in any case a pattern may match
+_KEYWORD_WORDS = re.compile("key|pw|pass|token", re.IGNORECASE)
+
+
+def _requires_keyword(pattern: re.Pattern[str]) -> bool:
+    source = pattern.pattern
+    for group in _KEYWORD_GROUPS:
+        at = source.find(group)
+        if at < 0:
+            continue
+        after = source[at + len(group) : at + len(group) + 2]
+        if source[at - 1 : at] != "|" and after[:1] not in ("?", "*", "|") and after != "{0":
+            return True
+    return False
+
+
+_KEYWORD_PATTERNS = frozenset(p for p in _TOKEN_PATTERNS if _requires_keyword(p))
 # A matched token runs on over these (the JWT regex stops before the signature, GitLab's
 # captures only the prefix).
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=.-]*")
@@ -164,7 +192,10 @@ def _value_span(match: re.Match[str]) -> tuple[int, int] | None:
 
 
 def _token_spans(text: str) -> Iterator[tuple[int, int]]:
+    keywords = _KEYWORD_WORDS.search(text) is not None
     for pattern in _TOKEN_PATTERNS:
+        if not keywords and pattern in _KEYWORD_PATTERNS:
+            continue
         for match in pattern.finditer(text):
             if pattern in _JWT_PATTERNS and not JwtTokenDetector.is_formally_valid(match[0]):
                 continue

@@ -4,6 +4,8 @@ worth reading this time (environment files, a failing unit's journal)."""
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Iterable
 
 from django.db.models import OuterRef, Subquery
 
@@ -16,30 +18,70 @@ from ..state import DeploymentState, HostState
 # A unit seen failing (or restarting after failures) gets this many journal lines in the next
 # probe, so the snapshot shows why without anyone opening a shell.
 JOURNAL_PROBE_LINES = 50
+READABLE = (SnapshotStatus.OK, SnapshotStatus.PARTIAL)  # the snapshots that reached the host
+
+
+class SeenStates:
+    """The deployments of the snapshots this process stored last, by host: the next probe
+    round's spec reads them from here when that snapshot is still the host's newest readable
+    one (same id and digest, so the same state), instead of reading its JSON back. At most
+    `max_hosts`; when full, a host not yet kept is not kept (as the section memos).
+    Thread-safe."""
+
+    def __init__(self, max_hosts: int) -> None:
+        self.max_hosts = max_hosts
+        self._seen: dict[int, tuple[tuple[int, str], HostState]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, snapshots: Iterable[StateSnapshot]) -> None:
+        """Snapshots just stored with the state their probe parsed (StateSnapshot.state_known)."""
+        kept = [
+            (s.host_id, ((s.pk, s.digest), HostState(deployments=s.state().deployments)))
+            for s in snapshots
+            if s.status in READABLE and "_host_state" in s.__dict__
+        ]
+        with self._lock:
+            for host_id, entry in kept:
+                if host_id in self._seen or len(self._seen) < self.max_hosts:
+                    self._seen[host_id] = entry
+
+    def get(self, host_id: int, snapshot: tuple[int, str]) -> HostState | None:
+        """The state kept for `host_id` if it is that of `snapshot` (id, digest)."""
+        with self._lock:
+            found = self._seen.get(host_id)
+        return found[1] if found is not None and found[0] == snapshot else None
+
+
+# A host's state is a few KB of deployments: 10,000 of them are tens of MB at most.
+seen_states = SeenStates(max_hosts=10_000)
 
 
 def last_seen_states_prefetch(hosts: list[Host]) -> None:
-    """`last_seen_state` for many hosts in two queries (a probe round), kept on each host.
+    """`last_seen_state` for many hosts in at most two queries (a probe round), kept on each
+    host: their newest readable snapshots' ids, then the states this process does not hold.
 
     Only the deployments part of each state is read: it is all a probe spec looks at.
     """
-    newest = (
-        StateSnapshot.objects.filter(
-            host=OuterRef("pk"), status__in=[SnapshotStatus.OK, SnapshotStatus.PARTIAL]
-        )
-        .order_by("-taken_at", "-id")
-        .values("id")[:1]
+    newest = StateSnapshot.objects.filter(host=OuterRef("pk"), status__in=READABLE).order_by(
+        "-taken_at", "-id"
     )
-    seen = dict(
-        Host.objects.filter(pk__in=[h.pk for h in hosts])
-        .annotate(seen=Subquery(newest))
-        .values_list("pk", "seen")
+    seen = Host.objects.filter(pk__in=[h.pk for h in hosts]).annotate(
+        seen=Subquery(newest.values("id")[:1]), seen_digest=Subquery(newest.values("digest")[:1])
     )
-    rows = StateSnapshot.objects.filter(pk__in=[i for i in seen.values() if i is not None])
-    states = {
-        host_id: HostState.from_json({"deployments": deployments or {}})
-        for host_id, deployments in rows.values_list("host_id", "parsed__deployments")
-    }
+    states: dict[int, HostState] = {}
+    unknown = []
+    for host_id, snapshot_id, digest in seen.values_list("pk", "seen", "seen_digest"):
+        if snapshot_id is None:
+            continue
+        held = seen_states.get(host_id, (snapshot_id, digest))
+        if held is not None:
+            states[host_id] = held
+        else:
+            unknown.append(snapshot_id)
+    if unknown:
+        rows = StateSnapshot.objects.filter(pk__in=unknown)
+        for host_id, deployments in rows.values_list("host_id", "parsed__deployments"):
+            states[host_id] = HostState.from_json({"deployments": deployments or {}})
     for host in hosts:
         host._last_seen_state = states.get(host.pk)  # type: ignore[attr-defined]
 
@@ -49,7 +91,7 @@ def last_seen_state(host: Host) -> HostState | None:
     if hasattr(host, "_last_seen_state"):  # last_seen_states_prefetch
         return host._last_seen_state  # type: ignore[no-any-return]
     parsed = (
-        host.snapshots.filter(status__in=[SnapshotStatus.OK, SnapshotStatus.PARTIAL])
+        host.snapshots.filter(status__in=READABLE)
         .order_by("-taken_at", "-id")
         .values_list("parsed", flat=True)
         .first()

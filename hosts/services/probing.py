@@ -24,7 +24,12 @@ from .permissions import require_probe_permission
 from .probe_claims import claim_expiry_seconds, hosts_claim_due_for_probe, hosts_claim_due_ids
 from .probe_queue import QueueUnavailable, probe_enqueue
 from .probe_recording import material_digest, snapshot_record, snapshots_record
-from .probe_spec import last_seen_states_prefetch, server_specs, spec_with_named_files
+from .probe_spec import (
+    last_seen_states_prefetch,
+    seen_states,
+    server_specs,
+    spec_with_named_files,
+)
 
 __all__ = [
     "QueueUnavailable",
@@ -135,7 +140,9 @@ def hosts_probe(
         chosen = blocked if index is None else outcomes[index]
         assert chosen is not None
         items.append((host, chosen, check))
-    return snapshots_record(items=items, trigger=trigger)
+    stored = snapshots_record(items=items, trigger=trigger)
+    seen_states.keep(stored)  # the next round's specs read these instead of the database
+    return stored
 
 
 def _run_probes(

@@ -5,6 +5,8 @@ byte. The end-to-end paths (journal view, snapshot API, pages) are in test_redac
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controlplane.redaction import (
     REDACTED,
@@ -262,3 +264,57 @@ def test_logs_pass_through_it() -> None:
     assert "sk-x1" not in written and "sk-x2" not in written
     assert "probe of gpu-01: curl -H 'Authorization: Bearer <redacted>'" in written
     assert "--api-key <redacted> --max-num-seqs 64" in written
+
+
+# --- the keyword patterns' shortcut ----------------------------------------------------------
+
+
+# Lines shaped like what the keyword detectors look for (a name, a key word in any case, a
+# separator, a value of one detector's length and alphabet), among words that are not.
+@st.composite
+def keyword_lines(draw: st.DrawFn) -> str:
+    def one_of(*choices: str) -> str:
+        return draw(st.sampled_from(choices))
+
+    name = one_of("", "cloudant", "cl", "clou", "ibm_cloud_iam", "cloud", "ibm-cos-hmac",
+                  "cos_", "softlayer", "sl", "aws_", "my_aws_", "model", "perm")  # fmt: skip
+    word = one_of("key", "KEY", "Pwd", "pw", "password", "PASS", "token", "Token",
+                  "secret_access_key", "secret-key", "\u212aey", "id", "")  # fmt: skip
+    value = one_of("a" * 24, "0f" * 32, "a1" * 32, "ab" * 24, "Aa0_" * 11, "x9/+" * 10, "")
+    line = (
+        one_of("", "[", '"', "'") + name + one_of("", "_", "-") + one_of("", "api", "api_")
+        + word + one_of("", '"', "'", "]") + one_of(" = ", ":", " ", "  ", "::", "=>", "")
+        + one_of("", '"', "'") + value + one_of("", '"', "'")
+    )  # fmt: skip
+    return one_of("", "x ", '{"id": "m", ') + line + one_of("", " end", "\n")
+
+
+def test_only_patterns_that_need_a_key_word_are_skipped_without_one() -> None:
+    from controlplane import redaction
+
+    assert redaction._KEYWORD_PATTERNS  # the shortcut is in use
+    for pattern in redaction._KEYWORD_PATTERNS:
+        assert any(group in pattern.pattern for group in redaction._KEYWORD_GROUPS)
+    kept = [p for p in redaction._TOKEN_PATTERNS if p not in redaction._KEYWORD_PATTERNS]
+    assert any("AKIA" in p.pattern for p in kept)  # shape-only detectors always run
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(keyword_lines(), min_size=1, max_size=3))
+def test_skipping_the_keyword_patterns_changes_no_redaction(lines: list[str]) -> None:
+    from controlplane import redaction
+
+    text = "".join(lines)
+    shortcut = redaction.redact_text(text)
+    every = redaction._KEYWORD_PATTERNS
+    try:
+        redaction._KEYWORD_PATTERNS = frozenset()
+        assert redaction.redact_text(text) == shortcut
+    finally:
+        redaction._KEYWORD_PATTERNS = every
+
+
+def test_a_keyword_secret_is_still_redacted() -> None:
+    line = "CLOUDANT_PASSWORD=" + "q" * 24
+    assert "q" * 24 not in redact_text(line)
+    assert "f0" * 32 not in redact_text('"softlayer_api_key": "' + "f0" * 32 + '"')
