@@ -103,11 +103,12 @@ _ADDED_PATTERNS = [
 _TOKEN_PATTERNS = [*_library_patterns(), *_ADDED_PATTERNS]
 _JWT_PATTERNS = frozenset(JwtTokenDetector.denylist)
 
-# detect-secrets' keyword detectors (IBM Cloud IAM, IBM COS HMAC, Cloudant, SoftLayer) try a long
-# alternation at every position of a text: half the time of redacting a short JSON answer that
-# changes on every probe. Each can match only where one of its key words is, so a text without
-# any of them skips those patterns. A pattern is skipped only if it holds one of these groups
-# as a required part (not followed by ?, * or {0, not one side of a |); any other runs always.
+# detect-secrets' keyword detectors (IBM Cloud IAM, IBM COS HMAC, Cloudant, SoftLayer, and its AWS
+# secret pattern) try a long alternation at every position of a text: half the time of redacting
+# a short JSON answer that changes on every probe. Each can match only where one of its key
+# words is, so a text without any of them skips those patterns. A pattern is skipped only if it
+# holds one of these groups as a required part (not followed by ?, * or {0, not one side of a
+# |); any other runs always.
 _KEYWORD_GROUPS = (
     "(?:key|pwd|pw|password|pass|token)",
     "(?:key|pwd|password|pass|token)",
