@@ -20,6 +20,7 @@ from hosts.models import Host
 from simulator.state import DRIVER_VERSION
 from tests.browser.conftest import login, probe, screenshot
 from tests.fleet import register
+from tests.waiting import wait_for_change
 
 pytestmark = pytest.mark.browser
 
@@ -203,8 +204,9 @@ def test_a_rollback_from_the_browser_writes_the_unit_back_byte_for_byte(
     services.change_request_approve(
         change=swap, approver=approver, snapshot=probe(host), reason="fits; host idle"
     )
+    # here or by the test's worker, which the approval queued it to: whichever claims it first
     runner.change_execute(change_id=swap.pk)
-    swap.refresh_from_db()
+    swap = wait_for_change(swap)
     assert swap.status == ChangeStatus.SUCCEEDED, swap.status_reason
     assert fleet.state("gpu-01")["unit_files"][UNIT_PATH]["content"] != original
     probe(host)
