@@ -151,8 +151,8 @@ def chain_lock() -> None:
     """Take the chain head's lock now, in the caller's transaction (held until it ends).
 
     One order for every writer, so two of them cannot deadlock: the hosts' rows it changes
-    (ordered by id; a probe round, maintenance, a host key, a verdict through its trigger),
-    then this, then any other row it locks (verdicts, identities, stream cursors)."""
+    (by id: hosts.services.hosts_rows_lock), then this, then any other row it locks
+    (verdicts, identities, stream cursors)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("chain_lock() outside a transaction would hold nothing")
     AuditChainHead.objects.select_for_update().get_or_create(pk=1)

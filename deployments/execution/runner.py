@@ -24,7 +24,7 @@ from controlplane.clock import SYSTEM_CLOCK, Clock
 from hosts import commands
 from hosts import services as host_services
 from hosts.choices import SnapshotStatus
-from hosts.models import Host, StateSnapshot
+from hosts.models import StateSnapshot
 from hosts.ssh import SSHFailure
 
 from .. import kinds, lifecycle, services
@@ -197,7 +197,7 @@ def _end(job: Job, status: str, reason: str, detail: dict[str, object] | None = 
     with transaction.atomic():
         # The host's row before the audit chain's lock (audit.chain_lock): the verdict decided
         # at the end writes it.
-        list(Host.objects.select_for_update().filter(pk=change.host_id).values_list("pk"))
+        host_services.hosts_rows_lock([change.host_id])
         running = ChangeRequest.objects.select_for_update().filter(
             pk=change.pk, status=ChangeStatus.RUNNING
         )

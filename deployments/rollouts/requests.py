@@ -17,6 +17,7 @@ from controlplane.audit.actions import AuditAction
 from controlplane.canonical import canonical_digest
 from hosts.models import Host
 from hosts.scope import user_sees_host
+from hosts.services import hosts_rows_lock
 
 from .. import kinds
 from ..models import BenchmarkProfile, Deployment, DrainHook, ModelArtifact
@@ -177,7 +178,7 @@ def rollout_create(
         # The hosts' rows, then the audit chain's lock, as every writer takes them
         # (audit.chain_lock): two requests naming one host cannot both find it in no open
         # rollout.
-        list(Host.objects.select_for_update().filter(pk__in=[h.pk for h in chosen]).order_by("pk"))
+        hosts_rows_lock(h.pk for h in chosen)
         audit.chain_lock()
         deployments = _deployments(chosen, unit)
         _refuse_hosts_in_open_rollouts(chosen)

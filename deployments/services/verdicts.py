@@ -21,6 +21,7 @@ from controlplane.audit.actions import AuditAction
 from hosts.choices import READ_STATUSES, VERDICT_SEVERITY, SnapshotStatus, Verdict
 from hosts.models import Host, HostHealth, StateSnapshot
 from hosts.selectors import newest_snapshot_id
+from hosts.services import hosts_rows_lock
 from hosts.state import IntegrityReport
 
 from .. import engine_faults, gpu_faults, health, kinds
@@ -53,15 +54,9 @@ def hosts_health_update(
     running = _running_changes(hosts)
     evidence = _evidence(hosts, now, held, running)
     with transaction.atomic():
-        # One lock order for every writer, so none deadlocks with another: the hosts' rows
-        # (which the verdict rows' trigger writes, migration hosts 0012, and which a probe
-        # round has locked when it gets here), then the audit chain, then the verdict rows.
-        list(
-            Host.objects.select_for_update(of=("self",))
-            .filter(pk__in=[h.pk for h in hosts])
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
+        # The hosts' rows first (the verdict rows' trigger writes them, migration hosts 0012;
+        # a probe round has them locked when it gets here), then the chain, then the verdicts.
+        hosts_rows_lock(h.pk for h in hosts)
         audit.chain_lock()
         # Rows locked, then the running changes read again: a job that ended (and stored its
         # own verdict) while this evidence was gathered must not be overwritten by a verdict

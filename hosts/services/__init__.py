@@ -7,6 +7,7 @@ from .blobs import raw_store
 from .freshness import SnapshotNotUsable, snapshot_require_fresh, unknown_facts
 from .groups import host_group_join, host_group_leave
 from .journal import JournalUnavailable, host_journal
+from .locks import hosts_rows_lock
 from .maintenance import (
     MAINTENANCE_MAX,
     MaintenanceEntered,
@@ -60,6 +61,7 @@ __all__ = [
     "hosts_claim_due_ids",
     "hosts_maintenance_expire",
     "hosts_probe",
+    "hosts_rows_lock",
     "probe_enqueue",
     "probe_spec_for",
     "raw_store",
