@@ -252,6 +252,24 @@ def _shape(event: Any) -> Any:
     return event if event == "[DONE]" else captures.normalise(event)
 
 
+def _stream_one_chunk_per_token(real_vllm: RealServer, body: Any, *, tokens: int) -> list[Any]:
+    """The forced stream, asked again until it comes one chunk per token. vLLM merges the
+    deltas a request has waiting when its reader falls behind the engine (on a loaded machine),
+    so fewer chunks is vLLM's behaviour too; what holds for every stream is asserted on each."""
+    for _ in range(5):
+        events = real_vllm.stream("/v1/completions", body)
+        assert events[-1] == "[DONE]"
+        chunks = events[:-1]
+        assert 1 <= len(chunks) <= tokens
+        assert all(chunk["choices"][0]["text"] == "" for chunk in chunks)
+        assert [chunk["choices"][0]["finish_reason"] for chunk in chunks] == [None] * (
+            len(chunks) - 1
+        ) + ["length"]
+        if len(chunks) == tokens:
+            return events
+    raise AssertionError(f"vLLM merged the chunks of 5 streams of {tokens} tokens in a row")
+
+
 def test_streamed_completion_sends_chunks_with_empty_text(real_vllm: RealServer) -> None:
     lead = _lead_byte_token(real_vllm)
     body = {
@@ -261,7 +279,7 @@ def test_streamed_completion_sends_chunks_with_empty_text(real_vllm: RealServer)
         "temperature": 0,
         "allowed_token_ids": [lead],
     }
-    forced = real_vllm.stream("/v1/completions", body)
+    forced = _stream_one_chunk_per_token(real_vllm, body, tokens=4)
     forced_whole = real_vllm.post("/v1/completions", body)
     with_usage = real_vllm.stream(
         "/v1/completions",
@@ -274,11 +292,6 @@ def test_streamed_completion_sends_chunks_with_empty_text(real_vllm: RealServer)
         },
     )
 
-    assert forced[-1] == "[DONE]"
-    chunks = forced[:-1]
-    assert len(chunks) == 4  # one chunk per generated token
-    assert all(chunk["choices"][0]["text"] == "" for chunk in chunks)
-    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
     assert forced_whole.json()["usage"]["completion_tokens"] == 4
     assert with_usage[-1] == "[DONE]"
     usage_chunk = with_usage[-2]
@@ -290,7 +303,8 @@ def test_streamed_completion_sends_chunks_with_empty_text(real_vllm: RealServer)
         "completion-stream",
         "Streamed /v1/completions. `forced`: allowed_token_ids limited to one token that is the "
         "first byte(s) of a multi-byte UTF-8 character, so no chunk completes a character: one "
-        'chunk per token, each with text "". `with_usage`: stream_options.include_usage adds '
+        'chunk per token, each with text "" (vLLM merges the deltas waiting into one chunk '
+        "when the reader falls behind). `with_usage`: stream_options.include_usage adds "
         "a last chunk with choices [] and the usage. Generated words are shown as <text>.",
         forced_request={**body, "allowed_token_ids": ["<lead byte token>"]},
         forced=[_shape(event) for event in forced],
