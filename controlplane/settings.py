@@ -17,6 +17,7 @@ from controlplane.settings_parts import csp, log_config, sign_in
 from controlplane.settings_parts.audit_streams import audit_streams
 from controlplane.settings_parts.beat import beat_schedule
 from controlplane.settings_parts.caches import caches_config
+from controlplane.settings_parts.database import database_config
 from controlplane.settings_parts.demo_keys import derived_fernet_key, derived_signing_seed
 from controlplane.settings_parts.templates import templates_config
 from controlplane.settings_parts.validation import (
@@ -159,20 +160,13 @@ WSGI_APPLICATION = "controlplane.wsgi.application"
 TEMPLATES = templates_config(BASE_DIR)
 
 DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+    "default": database_config(
+        env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        base_dir=BASE_DIR,
+        pid=os.getpid(),
+        conn_max_age=env.int("DB_CONN_MAX_AGE", default=300),  # seconds; 0: one per request
+    ),
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # IMMEDIATE transactions serialise writers up front instead of failing on lock upgrade,
-    # which keeps the audit chain's appends ordered on SQLite too.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"transaction_mode": "IMMEDIATE", "timeout": 20}
-    )
-    # A file, not memory, so that a Celery worker started by the tests can share it (they pass
-    # it its path); one per test process, so that two runs on one machine do not collide. Its
-    # folder is made at start-up (controlplane.apps).
-    DATABASES["default"]["TEST"] = {
-        "NAME": str(BASE_DIR / ".run" / f"test-db-{os.getpid()}.sqlite3")
-    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.core.signals import request_finished, request_started
 from django.db import connection
 from psycopg import sql
 
@@ -114,6 +115,30 @@ def test_pages_say_the_database_is_unavailable_and_recover(
     database_outage.end()
     for path in PAGES:
         assert http_get(live_server.url + path, session)[0] == 200, path
+
+
+def test_a_kept_connection_dropped_between_requests_is_replaced(database_outage: Any) -> None:
+    """A gunicorn worker keeps its connection between requests (settings: DB_CONN_MAX_AGE);
+    one the server dropped in between is replaced when the next request starts, not found
+    broken by its first query. The signals are the ones Django sends around every request."""
+    assert connection.settings_dict["CONN_MAX_AGE"] > 0
+    request_started.send(sender=None)
+    kept = _backend_pid()
+    request_finished.send(sender=None)
+    request_started.send(sender=None)
+    assert _backend_pid() == kept  # kept between requests
+
+    request_finished.send(sender=None)
+    assert database_outage.drop() >= 1
+    request_started.send(sender=None)
+    assert _backend_pid() != kept
+    request_finished.send(sender=None)
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
 
 
 def test_a_job_does_not_go_past_a_step_whose_audit_event_was_lost(
