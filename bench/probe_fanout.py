@@ -20,6 +20,11 @@ CPU per probe in the warm rounds (the fleet's process, read from /proc).
     .venv/bin/python bench/probe_fanout.py --sizes 500 --against ../base --pairs 3 \
         --database postgres://postgres@127.0.0.1:5432/controlplane
 
+With --revisions, after the cold round every deployment adopts the unit its host runs as its
+current revision (`deployments.revisions.deployment_current_revision`), as in a fleet whose
+deployments have seen a change: the warm rounds' verdicts then read each one's revision, its
+plan and its evaluations, which a freshly registered fleet has none of.
+
 With --peers-dir (the OpenSSH fleet in ../shared/peers, started with its fleet/start.sh), the
 same SSH path probes those hosts with the peers' own probe command instead, for a side-by-side
 with the tools measured there.
@@ -62,7 +67,7 @@ def _use_checkout(root: str) -> None:
     sys.path.insert(0, str(scaffold.ROOT))
 
 
-def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
+def child(n: int, rounds: int, base_port: int, concurrency: int, revisions: bool) -> dict:
     scaffold.django_setup()  # on the DATABASE_URL run_size made for this size
     from django.conf import settings
 
@@ -94,6 +99,8 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
             sim_cpus.append(_process_cpu(fleet.pid) - sim_cpu)
             for snap in snapshots:
                 statuses[snap.status] = statuses.get(snap.status, 0) + 1
+            if revisions and len(walls) == 1:
+                _adopt_revisions(hosts)
         jobs = [
             (services.ssh_target_for(h), services.probe_spec_for(h, integrity=False)) for h in hosts
         ]
@@ -121,6 +128,16 @@ def child(n: int, rounds: int, base_port: int, concurrency: int) -> dict:
         scaffold.stop(fleet, timeout=20)
 
 
+def _adopt_revisions(hosts: list[object]) -> None:
+    from deployments.models import Deployment
+    from deployments.revisions import deployment_current_revision
+
+    deployments = Deployment.objects.filter(host__in=hosts)
+    for deployment in deployments.select_related("host"):
+        deployment_current_revision(deployment)
+    assert not deployments.filter(current_revision__isnull=True).exists()
+
+
 def run_size(n: int, args: argparse.Namespace, checkout: str | None = None) -> dict:
     """One child's figures for `n` hosts, with this checkout's code or `checkout`'s."""
     python, root = sys.executable, []
@@ -140,7 +157,8 @@ def run_size(n: int, args: argparse.Namespace, checkout: str | None = None) -> d
             env["DATABASE_URL"] = f"sqlite:///{tmp}/bench.sqlite3"
         out = subprocess.run(
             [python, __file__, "--child", str(n), "--rounds", str(args.rounds),
-             "--base-port", str(args.base_port), "--concurrency", str(args.concurrency), *root],
+             "--base-port", str(args.base_port), "--concurrency", str(args.concurrency),
+             *(["--revisions"] if args.revisions else []), *root],
             env=env, cwd=checkout or scaffold.ROOT, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if args.database:
@@ -264,13 +282,17 @@ def main() -> None:
         "--against", metavar="CHECKOUT", help="measure this checkout too, alternately (before)"
     )
     parser.add_argument("--pairs", type=int, default=3, help="with --against: runs of each")
+    parser.add_argument(
+        "--revisions", action="store_true", help="deployments adopt revisions after the cold round"
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         if args.root:
             _use_checkout(args.root)
-        print(json.dumps(child(args.child, args.rounds, args.base_port, args.concurrency)))
+        figures = child(args.child, args.rounds, args.base_port, args.concurrency, args.revisions)
+        print(json.dumps(figures))
         return
     if args.peers_dir:
         peers(args)

@@ -25,7 +25,7 @@ from .choices import (
     StepStatus,
 )
 from .unit_files.engine_flags import validate_extra_args
-from .unit_files.serving_plan import ServingPlan, plan_from_unit_text
+from .unit_files.serving_plan import ServingPlan, unit_plan
 from .unit_files.units import DRAIN_GRACE_MAX_SECONDS, validate_environment
 
 
@@ -208,7 +208,7 @@ class DeploymentRevision(models.Model):
     @property
     def plan(self) -> ServingPlan:
         """What this revision's unit serves, read as the engine reads it."""
-        return plan_from_unit_text(self.unit_text, self.file_variables)
+        return unit_plan(self.unit_text, self.file_variables)
 
 
 class ChangeRequest(models.Model):

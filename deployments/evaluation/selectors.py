@@ -79,7 +79,8 @@ def health_evaluations(deployments: Iterable[Deployment]) -> dict[int, Evaluatio
         bench=Subquery(_latest_query(pk, EvaluationKind.BENCHMARK).values("pk")[:1]),
         base=Subquery(_baseline_query(pk).values("pk")[:1]),
     )
-    picked = {r.pk: (r.suite, r.bench, r.base) for r in latest}  # type: ignore[attr-defined]
+    # the three ids alone: not the revisions' units and results (every probe round asks)
+    picked = {pk: ids for pk, *ids in latest.values_list("pk", "suite", "bench", "base")}
     wanted = {i for ids in picked.values() for i in ids if i is not None}
     rows = {e.pk: e for e in Evaluation.objects.filter(pk__in=wanted)}
     out = {}

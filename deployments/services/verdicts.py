@@ -185,7 +185,9 @@ def _running_changes(hosts: list[Host]) -> dict[int, ChangeRequest]:
     """Per deployment, the change job running on it now (at most one per host), with the
     revisions it moves between."""
     running = ChangeRequest.objects.filter(host__in=hosts, status=ChangeStatus.RUNNING)
-    related = running.select_related("from_revision", "target_revision")
+    related = running.select_related("from_revision", "target_revision").defer(
+        "from_revision__benchmark", "target_revision__benchmark"
+    )
     return {c.deployment_id: c for c in related}
 
 
@@ -225,8 +227,13 @@ def _evidence(
     ]
     last_good = _latest_snapshots_where(needs_last_good, status=SnapshotStatus.OK)
     deployments = list(
-        Deployment.objects.filter(host__in=hosts).select_related("model", "current_revision__model")
+        Deployment.objects.filter(host__in=hosts)
+        .select_related("model", "current_revision__model")
+        .defer("current_revision__benchmark")  # results JSON the verdict does not read
     )
+    deployments_of: dict[int, list[Deployment]] = {}
+    for dep in deployments:
+        deployments_of.setdefault(dep.host_id, []).append(dep)
     integrity = _latest_integrity(deployments)
     diagnosed = StateSnapshot.objects.in_bulk(
         [h.gpu_diagnostic_snapshot_id for h in hosts if h.gpu_diagnostic_snapshot_id]
@@ -237,7 +244,7 @@ def _evidence(
     for host in hosts:
         units = []
         labels, change_texts = [], []
-        for dep in (d for d in deployments if d.host_id == host.pk):
+        for dep in deployments_of.get(host.pk, ()):
             unit, label, change_text = _unit_evidence(
                 dep, changes.get(dep.pk), integrity.get(dep.pk), evaluations.get(dep.pk),
                 _running_evidence(running.get(dep.pk)),
