@@ -498,6 +498,12 @@ class StateSnapshot(models.Model):
         self.parsed = parsed
         self.__dict__["_host_state"] = (parsed, state)
 
+    def state_in_hand(self) -> HostState | None:
+        """The state if this instance holds it already (read, or handed over by state_known),
+        else None: no JSON is read."""
+        cached = self.__dict__.get("_host_state")
+        return cached[1] if cached is not None and cached[0] is self.parsed else None
+
     def material_fingerprint(self) -> dict[str, Any]:
         return material_fingerprint(self.state())
 

@@ -35,10 +35,11 @@ class SeenStates:
 
     def keep(self, snapshots: Iterable[StateSnapshot]) -> None:
         """Snapshots just stored with the state their probe parsed (StateSnapshot.state_known)."""
+        held = [(s, s.state_in_hand()) for s in snapshots if s.status in READABLE]
         kept = [
-            (s.host_id, ((s.pk, s.digest), HostState(deployments=s.state().deployments)))
-            for s in snapshots
-            if s.status in READABLE and "_host_state" in s.__dict__
+            (s.host_id, ((s.pk, s.digest), HostState(deployments=state.deployments)))
+            for s, state in held
+            if state is not None
         ]
         with self._lock:
             for host_id, entry in kept:

@@ -70,3 +70,13 @@ def test_the_states_kept_are_bounded() -> None:
     # another snapshot (or one with the same id after a rollback): not this state
     assert roomy.get(host.pk, (snapshot.pk + 1, snapshot.digest)) is None
     assert roomy.get(host.pk, (snapshot.pk, "0" * 64)) is None
+
+
+def test_a_snapshot_holds_its_state_only_once_read_and_only_for_its_own_json() -> None:
+    host = f.make_host("gpu-01")
+    stored = StateSnapshot.objects.get(pk=f.make_snapshot(host).pk)
+    assert stored.state_in_hand() is None  # not read yet: keeping it would cost a parse
+    state = stored.state()
+    assert stored.state_in_hand() is state
+    stored.parsed = dict(stored.parsed)  # another JSON: the state read is not its state
+    assert stored.state_in_hand() is None
