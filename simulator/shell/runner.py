@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 _DIRS = ("/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/local/bin/")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 _NO_VARIABLES: Mapping[str, str] = MappingProxyType({})  # for commands without a `$NAME`
+# Programs that change nothing a GPU reading depends on and answer without waiting (so no other
+# session runs meanwhile): between them a session keeps its GPU readings (Session.gpu_readings).
+# Any other program, `sleep` included, makes it read them again.
+READS_ONLY = frozenset(
+    {"echo", "true", ":", "false", "hostname", "whoami", "date", "nvidia-smi", "ps"}
+)
 
 
 async def run(session: Session, script: str) -> int:
@@ -190,6 +196,8 @@ async def _run_program(
         except ValueError:
             output.emit(2, f"bash: line {line}: exit: {argv[1]}: numeric argument required\n")
             return _Exit(2)
+    if name not in READS_ONLY:
+        session.forget_gpu_readings()
     if name == "sleep":
         return await _sleep(argv, output.emit)
     tool = tools.lookup(name)

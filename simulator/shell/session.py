@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..processes import Login
     from ..state import Machine
+    from ..state.gpus import GpuReading
 
 OUT, ERR, NULL = "out", "err", "null"
 
@@ -38,6 +39,11 @@ class Session:
     on_fault_change: Callable[[str, bool], None] | None = None
     login: Login | None = None  # logind's session, made when something first looks at it
     _stdin_used: bool = False
+    # The GPUs' readings, shared by the script's nvidia-smi calls until something else may have
+    # changed them (the shell forgets them: shell.runner.READS_ONLY). A probe asks nvidia-smi
+    # seven times in a few milliseconds; computing eight GPUs' readings each time was a sixth
+    # of the simulator's CPU per probe (bench/README.md).
+    _gpu_readings: list[GpuReading] | None = field(default=None, repr=False)
 
     @property
     def is_root(self) -> bool:
@@ -47,6 +53,14 @@ class Session:
         if self.login is None:
             self.login = self.machine.new_login(self.username)
         return self.login
+
+    def gpu_readings(self) -> list[GpuReading]:
+        if self._gpu_readings is None:
+            self._gpu_readings = self.machine.gpu_readings()
+        return self._gpu_readings
+
+    def forget_gpu_readings(self) -> None:
+        self._gpu_readings = None
 
     async def stdin(self) -> str:
         if self._stdin_used or self.read_stdin is None:

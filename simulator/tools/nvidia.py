@@ -66,7 +66,7 @@ def nvidia_smi(ctx: Context, argv: list[str], stdin: str) -> Result:
     if argv[1:2] == ["topo"]:
         return _topo(machine, argv[2:])
     if argv[1:2] == ["nvlink"]:
-        return nvlink(machine, argv[2:])
+        return nvlink(ctx.session, argv[2:])
     options = _options(argv[1:])
     if isinstance(options, Result):
         return options
@@ -78,7 +78,7 @@ def nvidia_smi(ctx: Context, argv: list[str], stdin: str) -> Result:
             f"CUDA Version        : {CUDA_VERSION}\n"
         )
     ids = options.ids
-    readings = [r for r in machine.gpu_readings() if ids is None or r.index in ids]
+    readings = [r for r in ctx.session.gpu_readings() if ids is None or r.index in ids]
     count = machine.hardware.gpu_count
     if ids is not None and any(g >= count or g < 0 for g in ids):
         bad = min(g for g in ids if g >= count or g < 0)

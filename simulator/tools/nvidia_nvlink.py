@@ -13,13 +13,14 @@ from ..state import gpu_faults
 from .interface import Result
 
 if TYPE_CHECKING:
-    from ..state import Machine
+    from ..shell.session import Session
 
 INVALID = "\nInvalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n\n"
 
 
-def nvlink(machine: Machine, args: list[str]) -> Result:
+def nvlink(session: Session, args: list[str]) -> Result:
     """`nvidia-smi nvlink` with `-s`/`--status` or `-e`/`--errorcounters` (and `-i N`)."""
+    machine = session.machine
     mode: str | None = None
     ids: set[int] | None = None
     i = 0
@@ -41,7 +42,7 @@ def nvlink(machine: Machine, args: list[str]) -> Result:
     result = Result()
     if not machine.hardware.has_nvlink:
         return result
-    readings = machine.gpu_readings()
+    readings = session.gpu_readings()
     now = machine.clock()
     for r in readings:
         if r.lost or (ids is not None and r.index not in ids):
