@@ -4,6 +4,7 @@ asdict's deep copies, and one generic reader built from the dataclasses' type hi
 from __future__ import annotations
 
 import json
+import operator
 import types
 from collections.abc import Callable
 from dataclasses import MISSING, fields, is_dataclass
@@ -22,22 +23,43 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def plain(value: Any) -> Any:
     """`value` as json.loads(json.dumps(dataclasses.asdict(value))) returns it, without
-    asdict's deep copies: every probe of every host goes through here."""
+    asdict's deep copies: every probe of every host goes through here (about 500 values)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
+    convert = _CONVERTERS.get(kind)
+    if convert is None:
+        convert = _CONVERTERS[kind] = _converter(kind)
+    return convert(value)
+
+
+_CONVERTERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _converter(kind: type) -> Callable[[Any], Any]:
+    """How `plain` converts a value of this type; made once per type. Scalars are tested
+    inline, not by a call each: most of a state's values are scalars."""
     if kind is list or kind is tuple:
-        return [plain(v) for v in value]
+        return lambda v: [x if type(x) in _SCALARS else plain(x) for x in v]
     if kind is dict:
-        return {k if type(k) is str else _json_key(k): plain(v) for k, v in value.items()}
-    if is_dataclass(value) and not isinstance(value, type):
-        return {name: plain(getattr(value, name)) for name in _field_names(kind)}
-    return json.loads(json.dumps(value))  # anything else exactly as JSON would have it
+        return lambda v: {
+            k if type(k) is str else _json_key(k): x if type(x) in _SCALARS else plain(x)
+            for k, x in v.items()
+        }
+    if is_dataclass(kind):
+        names = _field_names(kind)
+        values = operator.attrgetter(*names) if len(names) > 1 else None
+        if values is None:  # attrgetter of one name gives the value, not a tuple
+            return lambda v: {name: plain(getattr(v, name)) for name in names}
+        return lambda v: dict(
+            zip(names, [x if type(x) in _SCALARS else plain(x) for x in values(v)], strict=True)
+        )
+    return lambda v: json.loads(json.dumps(v))  # anything else exactly as JSON would have it
 
 
 def _json_key(key: Any) -> str:

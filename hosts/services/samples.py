@@ -25,13 +25,20 @@ def _reading(value: object, low: float, high: float) -> float | None:
     return value if low <= value <= high else None
 
 
-def gpu_samples_for(snapshots: Iterable[StateSnapshot]) -> list[GpuSample]:
-    """One unsaved row per GPU of every stored ok/partial snapshot."""
-    samples = []
+_COPY_COLUMNS = (
+    "host_id", "snapshot_id", "taken_at", "minute", "gpu", "memory_used_mib",
+    "memory_total_mib", "power_draw_w", "utilization_pct", "temperature_c",
+)  # fmt: skip
+
+
+def gpu_sample_rows(snapshots: Iterable[StateSnapshot]) -> list[tuple[object, ...]]:
+    """One row (the values of _COPY_COLUMNS) per GPU of every stored ok/partial snapshot."""
+    rows: list[tuple[object, ...]] = []
     for snapshot in snapshots:
         if snapshot.status not in SAMPLED_STATUSES:
             continue
-        minute = GpuSample.minute_of(snapshot.taken_at)
+        host_id, snapshot_id, taken_at = snapshot.host_id, snapshot.pk, snapshot.taken_at
+        minute = GpuSample.minute_of(taken_at)
         seen: set[int] = set()
         for gpu in snapshot.state().gpus:
             index = _reading(gpu.index, 0, SMALLINT)
@@ -39,27 +46,23 @@ def gpu_samples_for(snapshots: Iterable[StateSnapshot]) -> list[GpuSample]:
             if index is None or int(index) in seen:
                 continue
             seen.add(int(index))
-            samples.append(
-                GpuSample(
-                    host_id=snapshot.host_id,
-                    snapshot_id=snapshot.pk,
-                    taken_at=snapshot.taken_at,
-                    minute=minute,
-                    gpu=int(index),
-                    memory_used_mib=_reading(gpu.memory_used_mib, 0, INT),
-                    memory_total_mib=_reading(gpu.memory_total_mib, 0, INT),
-                    power_draw_w=_reading(gpu.power_draw_w, -math.inf, math.inf),
-                    utilization_pct=_reading(gpu.utilization_pct, 0, SMALLINT),
-                    temperature_c=_reading(gpu.temperature_c, -SMALLINT, SMALLINT),
-                )
-            )
-    return samples
+            rows.append((
+                host_id, snapshot_id, taken_at, minute, int(index),
+                _reading(gpu.memory_used_mib, 0, INT),
+                _reading(gpu.memory_total_mib, 0, INT),
+                _reading(gpu.power_draw_w, -math.inf, math.inf),
+                _reading(gpu.utilization_pct, 0, SMALLINT),
+                _reading(gpu.temperature_c, -SMALLINT, SMALLINT),
+            ))  # fmt: skip
+    return rows
 
 
-_COPY_COLUMNS = (
-    "host_id", "snapshot_id", "taken_at", "minute", "gpu", "memory_used_mib",
-    "memory_total_mib", "power_draw_w", "utilization_pct", "temperature_c",
-)  # fmt: skip
+def gpu_samples_for(snapshots: Iterable[StateSnapshot]) -> list[GpuSample]:
+    """One unsaved row per GPU of every stored ok/partial snapshot."""
+    return [
+        GpuSample(**dict(zip(_COPY_COLUMNS, row, strict=True)))
+        for row in gpu_sample_rows(snapshots)
+    ]
 
 
 def gpu_samples_record(*, snapshots: Iterable[StateSnapshot]) -> int:
@@ -68,21 +71,22 @@ def gpu_samples_record(*, snapshots: Iterable[StateSnapshot]) -> int:
     On PostgreSQL the rows go in with COPY: a probe round writes eight per host, and building
     an INSERT of thousands of rows cost more of the worker's CPU than any other statement.
     """
-    samples = gpu_samples_for(snapshots)
-    if not samples:
-        return 0
     if connection.vendor != "postgresql":
+        samples = gpu_samples_for(snapshots)
         GpuSample.objects.bulk_create(samples)
         return len(samples)
+    rows = gpu_sample_rows(snapshots)  # no model instances: eight a probe cost more than COPY
+    if not rows:
+        return 0
     table = connection.ops.quote_name(GpuSample._meta.db_table)
     columns = ", ".join(connection.ops.quote_name(c) for c in _COPY_COLUMNS)
     with (
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
     ):
-        for sample in samples:
-            copy.write_row([getattr(sample, c) for c in _COPY_COLUMNS])
-    return len(samples)
+        for row in rows:
+            copy.write_row(row)
+    return len(rows)
 
 
 def gpu_samples_backfill(*, batch_size: int = BACKFILL_BATCH) -> tuple[int, int]:
