@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -19,6 +19,7 @@ from ..choices import READ_STATUSES, ProbeTrigger
 from ..models import Host, StateSnapshot, parsed_for_storage
 from ..probe import ProbeOutcome
 from .blobs import raw_store
+from .copy_rows import copy_create
 from .probe_audit import probes_audit, verdicts
 from .probe_host_keys import presented_key_record
 from .samples import gpu_samples_record
@@ -109,7 +110,10 @@ def _record_batch(
             items, stored_raws, stored_parsed, strict=True
         )
     ]
-    StateSnapshot.objects.bulk_create(snapshots)
+    if connection.vendor == "postgresql":
+        copy_create(snapshots)
+    else:
+        StateSnapshot.objects.bulk_create(snapshots)
     for snapshot, (_, outcome, _) in zip(snapshots, items, strict=True):
         # whole, as a read from the database gives it, with the state the probe parsed
         if outcome.state is not None:

@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef
 
 from ..choices import SnapshotStatus
 from ..models import GpuSample, StateSnapshot
+from .copy_rows import copy_rows
 
 # Only these hold readings; an error or key-mismatch snapshot has no GPUs to chart.
 SAMPLED_STATUSES = (SnapshotStatus.OK, SnapshotStatus.PARTIAL)
@@ -78,14 +79,7 @@ def gpu_samples_record(*, snapshots: Iterable[StateSnapshot]) -> int:
     rows = gpu_sample_rows(snapshots)  # no model instances: eight a probe cost more than COPY
     if not rows:
         return 0
-    table = connection.ops.quote_name(GpuSample._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(c) for c in _COPY_COLUMNS)
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
-    ):
-        for row in rows:
-            copy.write_row(row)
+    copy_rows(GpuSample, _COPY_COLUMNS, rows)
     return len(rows)
 
 
