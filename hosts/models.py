@@ -209,7 +209,8 @@ class ProbeJSONField(models.JSONField):
     Python, escaping every character of every JSON document: in a probe round of 250
     snapshots that was a tenth of the worker's CPU (py-spy, bench/README.md). A field with
     `get_placeholder` keeps the plain multi-row VALUES, where each document is one quoted
-    string. Nothing else differs.
+    string. Nothing else differs. (The probe path itself now stores snapshots with COPY,
+    hosts.services.copy_rows; the registration's and the demo's bulk loads still insert.)
     """
 
     def get_placeholder(self, value: Any, compiler: Any, connection: Any) -> str:
