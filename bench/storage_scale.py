@@ -5,7 +5,7 @@ and retention; and how long `verify_audit` takes for a year of events at either 
     .venv/bin/python bench/storage_scale.py --hosts 1000 --rounds 6 \\
         --database postgres://postgres@127.0.0.1:5432/controlplane
 
-What it does, on a fresh PostgreSQL database (`controlplane_storage_bench`):
+What it does, on a fresh PostgreSQL database (`storage_bench`):
 1. starts `--hosts` simulated hosts (one process per 2,500, on 127.0.10.k) and registers them;
 2. probes them `--rounds` times through `hosts.services.hosts_probe` (trigger "schedule": the
    path beat's batches take), a minute of the simulated clock apart, and measures what the
