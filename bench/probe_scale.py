@@ -26,6 +26,10 @@ the database `probe_scale_before`), then with this one's (`probe_scale_after`); 
 are printed, then each part's CPU per snapshot before and after and their ratio.
 
     .venv/bin/python bench/probe_scale.py --hosts 1000 --workers 1 --minutes 3 --against ../base
+
+With --pairs N the two go in turn N times (before, after, before, after, ...) and the medians
+are compared: the machine's own speed can drift by tens of percent within an hour, which one
+run of each, minutes apart, cannot tell from the code.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -260,32 +265,52 @@ def report(r: dict) -> None:
 
 def side_by_side(args: argparse.Namespace) -> None:
     """The measurement with --against's checkout (before), then with this one (after), each in
-    a process of its own on a fresh database of its own; both reports, then the ratios."""
-    results = {}
-    forwarded = [a for a in sys.argv[1:] if a not in (args.against, "--against")]
-    forwarded = [a for a in forwarded if not a.startswith("--against=")]
-    for label, checkout in (("before", args.against), ("after", None)):
-        python = str(Path(checkout, ".venv", "bin", "python")) if checkout else sys.executable
-        root = ["--root", str(Path(checkout).resolve())] if checkout else []
-        with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            print(f"--- {label}: {checkout or scaffold.ROOT} ({time.strftime('%H:%M:%S')}, load "
-                  f"average {loadavg()})", flush=True)  # fmt: skip
-            subprocess.run(
-                [python, __file__, *forwarded, *root, "--db-name", f"probe_scale_{label}",
-                 "--json", out.name],
-                cwd=checkout or scaffold.ROOT, check=True,
-            )  # fmt: skip
-            results[label] = json.loads(Path(out.name).read_text())
-    per = {}
-    for label, r in results.items():
-        window = r.get("window_s") or r["minutes"] * 60
-        per[label] = {k: r[k] * window / r["snapshots"] * 1000 for k in
-                      ("worker_cores", "sim_cpu_share", "postgres_cpu_share")}  # fmt: skip
-    print("\nCPU per snapshot, before -> after (after/before):")
+    a process of its own on a fresh database of its own, `--pairs` times in turn; each report,
+    then each part's median CPU per snapshot before and after, and their ratio."""
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    forwarded = _without(sys.argv[1:], ("--against", "--pairs"))
+    for _ in range(args.pairs):
+        for label, checkout in (("before", args.against), ("after", None)):
+            runs[label].append(_one_side(label, checkout, forwarded))
+    print(f"\nCPU per snapshot, before -> after (after/before), medians of {args.pairs} run(s):")
     for key, what in (("worker_cores", "workers"), ("sim_cpu_share", "simulator"),
                       ("postgres_cpu_share", "PostgreSQL")):  # fmt: skip
-        before, after = per["before"][key], per["after"][key]
-        print(f"  {what:<10} {before:6.2f} ms -> {after:6.2f} ms  ({after / before:.2f})")
+        before = statistics.median(r[key] for r in runs["before"])
+        after = statistics.median(r[key] for r in runs["after"])
+        each = " ".join(f"{b[key]:.2f}/{a[key]:.2f}" for b, a in zip(*runs.values(), strict=True))
+        print(f"  {what:<10} {before:6.2f} ms -> {after:6.2f} ms  ({after / before:.2f})"
+              f"   each pair: {each}")  # fmt: skip
+
+
+def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """`argv` less each of `options` with its value (`--name value` or `--name=value`)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in options:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in options)):
+            kept.append(arg)
+    return kept
+
+
+def _one_side(label: str, checkout: str | None, forwarded: list[str]) -> dict[str, float]:
+    """One run with `checkout`'s code (None: this one): its CPU per snapshot, ms, per part."""
+    python = str(Path(checkout, ".venv", "bin", "python")) if checkout else sys.executable
+    root = ["--root", str(Path(checkout).resolve())] if checkout else []
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        print(f"--- {label}: {checkout or scaffold.ROOT} ({time.strftime('%H:%M:%S')}, load "
+              f"average {loadavg()})", flush=True)  # fmt: skip
+        subprocess.run(
+            [python, __file__, *forwarded, *root, "--db-name", f"probe_scale_{label}",
+             "--json", out.name],
+            cwd=checkout or scaffold.ROOT, check=True,
+        )  # fmt: skip
+        r = json.loads(Path(out.name).read_text())
+    window = r.get("window_s") or r["minutes"] * 60
+    return {k: r[k] * window / r["snapshots"] * 1000 for k in
+            ("worker_cores", "sim_cpu_share", "postgres_cpu_share")}  # fmt: skip
 
 
 def main() -> None:
@@ -306,6 +331,9 @@ def main() -> None:
         "--against",
         metavar="CHECKOUT",
         help="run the same measurement with that checkout's code first (before), then this one's",
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=1, help="with --against: how many before/after runs in turn"
     )
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
