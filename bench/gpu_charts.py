@@ -59,9 +59,9 @@ def _load(snapshots: int, hosts: int) -> Any:
         cursor.execute(
             f"""
             INSERT INTO {GpuSample._meta.db_table}
-                (host_id, snapshot_id, taken_at, minute, gpu, memory_used_mib,
+                (host_id, snapshot_id, minute, gpu, memory_used_mib,
                  memory_total_mib, power_draw_w, utilization_pct, temperature_c)
-            SELECT s.host_id, s.id, s.taken_at, (extract(epoch FROM s.taken_at) / 60)::int, g,
+            SELECT s.host_id, s.id, (extract(epoch FROM s.taken_at) / 60)::int, g,
                    (97887 * (0.55 + 0.35 * l))::int, 97887, 90 + 480 * l,
                    (100 * l)::int, (34 + 40 * l)::int
             FROM {StateSnapshot._meta.db_table} s

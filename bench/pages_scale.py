@@ -92,7 +92,7 @@ def load(args: argparse.Namespace) -> None:
             for i in range(start, min(start + 5000, args.history))
         )  # fmt: skip
         GpuSample.objects.bulk_create(
-            GpuSample(host=big, snapshot=s, taken_at=s.taken_at,
+            GpuSample(host=big, snapshot=s,
                       minute=GpuSample.minute_of(s.taken_at), gpu=g, memory_used_mib=96900,
                       memory_total_mib=97887, power_draw_w=300.0 + g, utilization_pct=40,
                       temperature_c=60)

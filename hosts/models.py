@@ -409,7 +409,10 @@ class StateSnapshot(models.Model):
     changes one.
     """
 
-    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="snapshots")
+    # no plain FK index: `snapshot_host_newest` starts with host and serves every lookup by it
+    host = models.ForeignKey(
+        Host, on_delete=models.PROTECT, related_name="snapshots", db_index=False
+    )
     taken_at = models.DateTimeField(db_index=True)
     status = models.CharField(max_length=20, choices=SnapshotStatus.choices)
     trigger = models.CharField(max_length=10, choices=ProbeTrigger.choices)
@@ -560,15 +563,18 @@ class GpuSample(models.Model):
     Charts aggregate weeks of history with GROUP BY in the database; reading the same numbers
     out of each snapshot's JSON would mean loading every snapshot into Python. Rows are written
     with their snapshot, in the same transaction (`hosts.services.samples`).
+
+    Keyed by (snapshot, GPU), with no id and no time but the minute: eight rows a probe, so
+    every column and index entry is paid eight times (bench/README.md, "Storage per host").
     """
 
-    # No separate FK indexes: `gpusample_host_chart` starts with host and the unique constraint
+    pk = models.CompositePrimaryKey("snapshot", "gpu")
+    # No separate FK indexes: `gpusample_host_chart` starts with host and the primary key
     # starts with snapshot, so each already serves its column's lookups and cascades.
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+", db_index=False)
     snapshot = models.ForeignKey(
         StateSnapshot, on_delete=models.CASCADE, related_name="gpu_samples", db_index=False
     )
-    taken_at = models.DateTimeField()
     # Whole minutes since the epoch: buckets of any size are an integer division of this, the
     # same SQL on PostgreSQL and SQLite (date truncation functions differ between the two).
     minute = models.IntegerField()
@@ -587,13 +593,10 @@ class GpuSample(models.Model):
             # probes write every host's samples of a minute together (bench/gpu_charts.py).
             models.Index(fields=[*CHART_INDEX_FIELDS], name="gpusample_host_chart"),
         ]
-        constraints = [
-            # what makes the backfill idempotent, and the snapshot's samples easy to find
-            models.UniqueConstraint(fields=["snapshot", "gpu"], name="gpusample_snapshot_gpu"),
-        ]
 
     def __str__(self) -> str:
-        return f"{self.host_id} GPU {self.gpu} @ {self.taken_at:%Y-%m-%d %H:%M}"
+        at = dt.datetime.fromtimestamp(self.minute * 60, tz=dt.UTC)
+        return f"{self.host_id} GPU {self.gpu} @ {at:%Y-%m-%d %H:%M}"
 
     @staticmethod
     def minute_of(taken_at: dt.datetime) -> int:

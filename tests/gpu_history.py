@@ -59,7 +59,7 @@ def make_gpu_history(
     )  # fmt: skip
     samples = [
         GpuSample(
-            host=host, snapshot=s, taken_at=s.taken_at, minute=GpuSample.minute_of(s.taken_at),
+            host=host, snapshot=s, minute=GpuSample.minute_of(s.taken_at),
             gpu=gpu, **readings(gpu, s.taken_at),
         )
         for s in snapshots

@@ -27,7 +27,7 @@ def _reading(value: object, low: float, high: float) -> float | None:
 
 
 _COPY_COLUMNS = (
-    "host_id", "snapshot_id", "taken_at", "minute", "gpu", "memory_used_mib",
+    "host_id", "snapshot_id", "minute", "gpu", "memory_used_mib",
     "memory_total_mib", "power_draw_w", "utilization_pct", "temperature_c",
 )  # fmt: skip
 
@@ -38,8 +38,8 @@ def gpu_sample_rows(snapshots: Iterable[StateSnapshot]) -> list[tuple[object, ..
     for snapshot in snapshots:
         if snapshot.status not in SAMPLED_STATUSES:
             continue
-        host_id, snapshot_id, taken_at = snapshot.host_id, snapshot.pk, snapshot.taken_at
-        minute = GpuSample.minute_of(taken_at)
+        host_id, snapshot_id = snapshot.host_id, snapshot.pk
+        minute = GpuSample.minute_of(snapshot.taken_at)
         seen: set[int] = set()
         for gpu in snapshot.state().gpus:
             index = _reading(gpu.index, 0, SMALLINT)
@@ -48,7 +48,7 @@ def gpu_sample_rows(snapshots: Iterable[StateSnapshot]) -> list[tuple[object, ..
                 continue
             seen.add(int(index))
             rows.append((
-                host_id, snapshot_id, taken_at, minute, int(index),
+                host_id, snapshot_id, minute, int(index),
                 _reading(gpu.memory_used_mib, 0, INT),
                 _reading(gpu.memory_total_mib, 0, INT),
                 _reading(gpu.power_draw_w, -math.inf, math.inf),
