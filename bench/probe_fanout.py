@@ -179,8 +179,9 @@ def _drop_database(url: str) -> None:
 
 async def _peer_rounds(
     targets: list, command: str, rounds: int, concurrency: int
-) -> list[tuple[float, float]]:
-    """(wall seconds, client CPU seconds) of each round; round 1 opens the connections."""
+) -> tuple[list[tuple[float, float]], set[str]]:
+    """(wall seconds, client CPU seconds) of each round (round 1 opens the connections), and
+    the ciphers the connections settled on."""
     from hosts.ssh import ConnectionPool, gather_limited
 
     pool = ConnectionPool()
@@ -194,8 +195,9 @@ async def _peer_rounds(
         walls.append((time.perf_counter() - started, _cpu() - cpu))
         ok = sum(1 for t, r in zip(targets, results, strict=True) if t.address in r.stdout)
         assert ok == len(targets), f"{ok}/{len(targets)} hosts answered from themselves"
+    ciphers = {str(conn.get_extra_info("send_cipher")) for conn in pool._conns.values()}
     await pool.close_all()
-    return walls
+    return walls, ciphers
 
 
 def peers(args: argparse.Namespace) -> None:
@@ -217,14 +219,15 @@ def peers(args: argparse.Namespace) -> None:
             trusted = known.match(address, address, 2222)[0]
             pinned = trusted[0].export_public_key("openssh").decode().strip() if trusted else ""
             targets.append(SSHTarget(address, 2222, "root", key, pinned))
-        rounds = asyncio.run(_peer_rounds(targets, command, args.rounds, args.concurrency))
+        rounds, ciphers = asyncio.run(_peer_rounds(targets, command, args.rounds, args.concurrency))
         (cold, cold_cpu), warm = rounds[0], rounds[1:]
         warm_wall = statistics.median(w for w, _ in warm)
         warm_cpu = statistics.median(c for _, c in warm)
         print(
             f"peers N={n}: cold {cold:.2f} s (client CPU {cold_cpu:.2f} s, "
-            f"{1000 * cold_cpu / n:.1f} ms/host), warm median {warm_wall:.3f} s "
-            f"(client CPU {warm_cpu:.2f} s, {1000 * warm_cpu / n:.1f} ms/host)"
+            f"{1000 * cold_cpu / n:.2f} ms/host), warm median {warm_wall:.3f} s "
+            f"(client CPU {warm_cpu:.2f} s, {1000 * warm_cpu / n:.2f} ms/host); "
+            f"cipher {', '.join(sorted(ciphers))}"
         )
 
 
