@@ -8,8 +8,12 @@ Online on PostgreSQL: the new key's index is built CONCURRENTLY first, then one 
 transaction swaps it in (dropping a column is a catalogue change: old rows keep their bytes
 until they are rewritten or removed by retention). The swap waits at most LOCK_TIMEOUT for
 the table's lock behind running probe transactions; if it gives up, `migrate` again.
-SQLite, the demo's and the fast tests' database, rebuilds the table. Backwards, each sample
-gets a new id and its snapshot's time again.
+
+The `taken_at` column stays on PostgreSQL, nullable and left NULL, for the previous version's
+workers: they name it when they write samples, and may still be probing while `migrate` runs.
+A NULL costs a new row nothing, since the dropped id is a NULL in it already. A later release
+drops the column. SQLite, the demo's and the fast tests' database, rebuilds the table without
+it. Backwards, each sample gets a new id and its snapshot's time again.
 """
 
 import django.db.models.deletion
@@ -44,7 +48,7 @@ def _postgresql_gpusample_key(connection):
                 "ALTER TABLE hosts_gpusample ADD CONSTRAINT hosts_gpusample_pkey"
                 " PRIMARY KEY USING INDEX gpusample_key"
             )
-            cursor.execute("ALTER TABLE hosts_gpusample DROP COLUMN taken_at")
+            cursor.execute("ALTER TABLE hosts_gpusample ALTER COLUMN taken_at DROP NOT NULL")
 
 
 def _sqlite_gpusample_rebuild(apps, schema_editor):
@@ -53,8 +57,7 @@ def _sqlite_gpusample_rebuild(apps, schema_editor):
     schema_editor.execute("ALTER TABLE hosts_gpusample RENAME TO hosts_gpusample_before_key")
     schema_editor.create_model(apps.get_model("hosts", "GpuSample"))
     schema_editor.execute(
-        f"INSERT INTO hosts_gpusample ({columns})"
-        f" SELECT {columns} FROM hosts_gpusample_before_key"
+        f"INSERT INTO hosts_gpusample ({columns}) SELECT {columns} FROM hosts_gpusample_before_key"
     )
     schema_editor.execute("DROP TABLE hosts_gpusample_before_key")
 
@@ -84,10 +87,9 @@ def backwards(apps, schema_editor):
     with connection.cursor() as cursor, transaction.atomic(using=connection.alias):
         cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         cursor.execute("ALTER TABLE hosts_gpusample DROP CONSTRAINT hosts_gpusample_pkey")
-        cursor.execute("ALTER TABLE hosts_gpusample ADD COLUMN taken_at timestamp with time zone")
         cursor.execute(
             "UPDATE hosts_gpusample g SET taken_at = s.taken_at"
-            " FROM hosts_statesnapshot s WHERE s.id = g.snapshot_id"
+            " FROM hosts_statesnapshot s WHERE s.id = g.snapshot_id AND g.taken_at IS NULL"
         )
         cursor.execute("ALTER TABLE hosts_gpusample ALTER COLUMN taken_at SET NOT NULL")
         cursor.execute(
@@ -133,7 +135,11 @@ class Migration(migrations.Migration):
                     model_name="gpusample",
                     name="pk",
                     field=models.CompositePrimaryKey(
-                        "snapshot", "gpu", blank=True, editable=False, primary_key=True,
+                        "snapshot",
+                        "gpu",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
                         serialize=False,
                     ),  # fmt: skip
                 ),

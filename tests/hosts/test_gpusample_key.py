@@ -8,6 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from hosts.models import GpuSample
+from hosts.services.copy_rows import copy_rows
 from tests import factories as f
 
 BEFORE = ("hosts", "0012_verdict_order")
@@ -70,3 +71,19 @@ def test_the_migration_keeps_every_sample_both_ways():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="workers of two versions: PostgreSQL")
+def test_the_previous_versions_workers_still_store_samples():
+    """While `migrate` runs, workers of the version before may still be probing: their COPY
+    names `taken_at`, and their rows go in beside the new version's."""
+    host = f.make_host("gpu-01")
+    old, new = (f.make_snapshot(host, parsed={}, age=a) for a in (60, 0))
+    previous_columns = ("host_id", "snapshot_id", "taken_at", "minute", "gpu")
+    copy_rows(GpuSample, previous_columns, [(host.pk, old.pk, old.taken_at, 1, 0)])
+    copy_rows(GpuSample, ("host_id", "snapshot_id", "minute", "gpu"), [(host.pk, new.pk, 2, 0)])
+    assert _rows(GpuSample) == [
+        (old.pk, 0, 1, None, None, None, None),
+        (new.pk, 0, 2, None, None, None, None),
+    ]
