@@ -31,7 +31,8 @@ def _postgresql_gpusample_key(connection):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 1 FROM information_schema.columns"
-            " WHERE table_name = 'hosts_gpusample' AND column_name = 'id'"
+            " WHERE table_schema = current_schema() AND table_name = 'hosts_gpusample'"
+            " AND column_name = 'id'"
         )
         if cursor.fetchone() is None:
             return  # swapped by an earlier run that stopped before it was recorded

@@ -75,15 +75,16 @@ _digests_lock = threading.Lock()
 
 def blob_digest(record: dict[str, Any]) -> str:
     """`SnapshotBlob.digest_of(record)` for a record `_record` made, remembered by its bytes."""
-    key = hashlib.sha256(record["output"].encode("utf-8", "surrogatepass"))
-    key.update(b"\0%r %r" % (record["exit_status"], record["truncated"]))
-    found = _digests.get(key.digest())
+    hashed = hashlib.sha256(record["output"].encode("utf-8", "surrogatepass"))
+    hashed.update(b"\0%r %r" % (record["exit_status"], record["truncated"]))
+    key = hashed.digest()
+    found = _digests.get(key)
     if found is None:
         found = SnapshotBlob.digest_of(record)
         with _digests_lock:
             if len(_digests) >= DIGESTS_MAX:
                 _digests.clear()
-            _digests[key.digest()] = found
+            _digests[key] = found
     return found
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.test.utils import CaptureQueriesContext
 
 from hosts.models import GpuSample
 from hosts.services.copy_rows import copy_rows
@@ -24,6 +25,18 @@ def _snapshot_host_indexes() -> set[str]:
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, "hosts_statesnapshot")
     return {name for name, c in constraints.items() if c["index"] and c["columns"] == ["host_id"]}
+
+
+def _assert_online(queries: list[dict]) -> None:
+    """Probes keep writing while the migration runs: the key's index is built without a lock,
+    and the one transaction that takes the table's lock gives up after a bounded wait."""
+    sql = [q["sql"] for q in queries]
+    build = next(i for i, s in enumerate(sql) if "gpusample_key ON" in s)
+    assert sql[build].startswith("CREATE UNIQUE INDEX CONCURRENTLY")
+    altered = [i for i, s in enumerate(sql) if s.startswith("ALTER TABLE hosts_gpusample")]
+    timeout = next(i for i, s in enumerate(sql) if s.startswith("SET LOCAL lock_timeout"))
+    assert build < timeout < min(altered)
+    assert "DROP INDEX CONCURRENTLY IF EXISTS hosts_statesnapshot_host_id" in " ".join(sql)
 
 
 @pytest.mark.django_db
@@ -63,8 +76,11 @@ def test_the_migration_keeps_every_sample_both_ways():
         assert _snapshot_host_indexes()
 
         executor = MigrationExecutor(connection)
-        executor.migrate([AFTER])
+        with CaptureQueriesContext(connection) as ran:
+            executor.migrate([AFTER])
         assert _rows(GpuSample) == kept
+        if connection.vendor == "postgresql":
+            _assert_online(ran.captured_queries)
         assert not _snapshot_host_indexes()
         with pytest.raises(IntegrityError), transaction.atomic():
             GpuSample.objects.create(host=host, snapshot=snapshots[0], minute=1, gpu=0)
